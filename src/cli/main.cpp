@@ -1,0 +1,28 @@
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "cli/commands.h"
+#include "core/version.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"Splash: a local LLM inference server", "splash"};
+  app.set_version_flag("--version", std::string("Splash ") + splash::kVersion);
+  app.require_subcommand(1);
+
+  std::vector<std::pair<CLI::App*, splash::cli::Runner>> commands;
+  auto add = [&](const char* name, const char* help, splash::cli::Runner (*reg)(CLI::App&)) {
+    CLI::App* sub = app.add_subcommand(name, help);
+    commands.emplace_back(sub, reg(*sub));
+  };
+  (void)add;
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  for (auto& [sub, run] : commands)
+    if (sub->parsed()) return run();
+  return 2;
+}
