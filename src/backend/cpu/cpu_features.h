@@ -1,0 +1,48 @@
+// What the CPU we run on can execute, from CPUID and XGETBV, detected once per process. The binary
+// is built for baseline x86-64; kernels in *_avx2.cpp / *_avx512.cpp may only be called after
+// checking the level here. Thread-safe: cpu_features() is immutable after its first call.
+#pragma once
+
+#include <string>
+
+namespace splash {
+
+struct CpuFeatures {
+  bool avx2 = false;
+  bool fma = false;
+  bool f16c = false;
+  bool bmi2 = false;
+  bool avx512f = false;
+  bool avx512bw = false;
+  bool avx512vl = false;
+  bool avx512dq = false;
+  bool avx512vnni = false;
+  bool avx512bf16 = false;
+  bool avx_vnni = false;     // VEX-encoded VNNI (Alder Lake, Zen 5); detected, not used yet
+  bool os_avx = false;       // the OS saves YMM state (XCR0)
+  bool os_avx512 = false;    // the OS saves ZMM / opmask state (XCR0)
+};
+
+// Kernel tiers, ordered: a kernel built for a level runs on any CPU whose best_isa_level() >= it.
+enum class IsaLevel : int {
+  kScalar = 0,  // plain C++
+  kAvx2 = 1,    // AVX2 + FMA + F16C
+  kAvx512 = 2,  // AVX-512 F/BW/VL/DQ + VNNI (BF16 is checked separately where used)
+};
+
+// Detected once (function-local static); never changes afterwards.
+const CpuFeatures& cpu_features();
+
+// The highest level this CPU (and OS) supports.
+IsaLevel best_isa_level();
+
+// min(requested, best_isa_level()): how callers force a lower level (tests, `--isa` flags). The
+// override is a value passed down, never a global switch.
+IsaLevel clamp_isa_level(IsaLevel requested);
+
+const char* isa_level_name(IsaLevel level);  // "scalar", "avx2", "avx512"
+
+// One line for logs: "avx2 fma f16c avx512f ... (best: avx512)".
+std::string cpu_features_summary();
+
+}  // namespace splash

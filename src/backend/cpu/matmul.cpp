@@ -1,0 +1,222 @@
+#include "backend/cpu/matmul.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "backend/cpu/matmul_kernels.h"
+#include "core/half.h"
+
+namespace splash {
+
+using cpu::KernelArgs;
+using cpu::QuantizedActs;
+using cpu::TileKernel;
+
+namespace {
+
+bool is_quantized(WeightFormat f) {
+  return f != WeightFormat::kF32 && f != WeightFormat::kF16 && f != WeightFormat::kBF16;
+}
+
+std::string label(std::string_view name) {
+  return name.empty() ? std::string("weight matrix") : str_cat("tensor '", name, "'");
+}
+
+// The best kernel at or below `level` (a level may lack a kernel for some format).
+TileKernel pick_kernel(WeightFormat f, IsaLevel level) {
+  TileKernel k = nullptr;
+  if (level >= IsaLevel::kAvx512) k = cpu::avx512_kernel(f);
+  if (!k && level >= IsaLevel::kAvx2) k = cpu::avx2_kernel(f);
+  if (!k) k = cpu::scalar_kernel(f);
+  SPLASH_CHECK(k != nullptr);
+  return k;
+}
+
+float load_scale(const void* base, int64_t idx, DType t) {
+  const auto* p = static_cast<const uint8_t*>(base);
+  if (t == DType::kF32) {
+    float v;
+    std::memcpy(&v, p + 4 * idx, 4);
+    return v;
+  }
+  uint16_t h;
+  std::memcpy(&h, p + 2 * idx, 2);
+  return t == DType::kBF16 ? bf16_to_f32(h) : f16_to_f32(h);
+}
+
+}  // namespace
+
+const char* weight_format_name(WeightFormat f) {
+  switch (f) {
+    case WeightFormat::kF32: return "F32";
+    case WeightFormat::kF16: return "F16";
+    case WeightFormat::kBF16: return "BF16";
+    case WeightFormat::kQ8_0: return "Q8_0";
+    case WeightFormat::kQ4_0: return "Q4_0";
+    case WeightFormat::kQ4_K: return "Q4_K";
+    case WeightFormat::kQ5_K: return "Q5_K";
+    case WeightFormat::kQ6_K: return "Q6_K";
+    case WeightFormat::kMlx4: return "MLX4";
+    case WeightFormat::kMlx8: return "MLX8";
+  }
+  return "?";
+}
+
+Result<PackedWeights> pack_weights(DType type, const void* data, int64_t rows, int64_t cols, IsaLevel level,
+                                   std::string_view name) {
+  WeightFormat f;
+  switch (type) {
+    case DType::kF32: f = WeightFormat::kF32; break;
+    case DType::kF16: f = WeightFormat::kF16; break;
+    case DType::kBF16: f = WeightFormat::kBF16; break;
+    case DType::kQ8_0: f = WeightFormat::kQ8_0; break;
+    case DType::kQ4_0: f = WeightFormat::kQ4_0; break;
+    case DType::kQ4_K: f = WeightFormat::kQ4_K; break;
+    case DType::kQ5_K: f = WeightFormat::kQ5_K; break;
+    case DType::kQ6_K: f = WeightFormat::kQ6_K; break;
+    default:
+      return make_error(label(name), ": matmul does not support type ", dtype_name(type),
+                        " (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K)");
+  }
+  if (rows <= 0 || cols <= 0)
+    return make_error(label(name), ": matrix shape [", rows, ", ", cols, "] must be positive");
+  if (data == nullptr) return make_error(label(name), ": no data");
+  const DTypeTraits& tr = dtype_traits(type);
+  if (cols % tr.block_elems != 0)
+    return make_error(label(name), ": ", tr.name, " needs the row length (", cols, ") to be a multiple of ",
+                      tr.block_elems);
+  const auto row_bytes = dtype_bytes(type, static_cast<uint64_t>(cols));
+  if (!row_bytes || *row_bytes > static_cast<uint64_t>(INT64_MAX / rows))
+    return make_error(label(name), ": matrix shape [", rows, ", ", cols, "] overflows");
+
+  PackedWeights w;
+  w.format_ = f;
+  w.rows_ = rows;
+  w.cols_ = cols;
+  w.isa_ = clamp_isa_level(level);
+  w.data_ = static_cast<const uint8_t*>(data);
+  w.row_bytes_ = static_cast<int64_t>(*row_bytes);
+  return w;
+}
+
+Result<PackedWeights> pack_mlx_weights(const MlxAffineView& v, int64_t rows, int64_t cols, IsaLevel level,
+                                       std::string_view name) {
+  if (v.bits != 4 && v.bits != 8)
+    return make_error(label(name), ": MLX affine bits = ", v.bits, " not supported (4 or 8)");
+  if (v.group_size <= 0 || v.group_size % 32 != 0 || v.group_size > 1024)
+    return make_error(label(name), ": MLX group_size = ", v.group_size, " must be a multiple of 32 (<= 1024)");
+  if (rows <= 0 || cols <= 0)
+    return make_error(label(name), ": matrix shape [", rows, ", ", cols, "] must be positive");
+  if (cols % v.group_size != 0)
+    return make_error(label(name), ": row length ", cols, " is not a multiple of group_size ", v.group_size);
+  if (v.scale_dtype != DType::kF16 && v.scale_dtype != DType::kBF16 && v.scale_dtype != DType::kF32)
+    return make_error(label(name), ": MLX scales/biases type ", dtype_name(v.scale_dtype),
+                      " not supported (F16, BF16, F32)");
+  if (!v.codes || !v.scales || !v.biases) return make_error(label(name), ": missing codes, scales or biases");
+
+  const int64_t groups = cols / v.group_size;
+  const int64_t group_bytes = 8 + v.group_size * v.bits / 8;
+  if (groups > INT64_MAX / group_bytes / rows)
+    return make_error(label(name), ": matrix shape [", rows, ", ", cols, "] overflows");
+  PackedWeights w;
+  w.format_ = v.bits == 4 ? WeightFormat::kMlx4 : WeightFormat::kMlx8;
+  w.rows_ = rows;
+  w.cols_ = cols;
+  w.isa_ = clamp_isa_level(level);
+  w.group_size_ = v.group_size;
+  w.group_bytes_ = group_bytes;
+  w.row_bytes_ = groups * group_bytes;
+  w.storage_.resize(static_cast<size_t>(rows * w.row_bytes_));
+  const int64_t words_per_row = cols * v.bits / 32;
+  const auto* code_bytes = reinterpret_cast<const uint8_t*>(v.codes);
+  for (int64_t r = 0; r < rows; ++r) {
+    const uint8_t* src = code_bytes + r * words_per_row * 4;  // little-endian words = byte stream
+    for (int64_t g = 0; g < groups; ++g) {
+      uint8_t* dst = w.storage_.data() + r * w.row_bytes_ + g * group_bytes;
+      float scale = load_scale(v.scales, r * groups + g, v.scale_dtype);
+      float bias = load_scale(v.biases, r * groups + g, v.scale_dtype);
+      const int64_t e0 = g * v.group_size;
+      if (v.bits == 4) {
+        // MLX packs element e in nibble e % 2 of byte e / 2; our blocks want element k and k + 16 of
+        // each 32 in one byte, the layout the SIMD nibble unpack produces in order.
+        for (int s = 0; s < v.group_size / 32; ++s)
+          for (int k = 0; k < 16; ++k) {
+            auto code_at = [&](int64_t e) { return (src[e / 2] >> ((e % 2) * 4)) & 0xF; };
+            const int64_t e = e0 + 32 * s + k;
+            dst[8 + 16 * s + k] = static_cast<uint8_t>(code_at(e) | (code_at(e + 16) << 4));
+          }
+      } else {
+        // Codes 0..255 become int8 code - 128 so the int8 dot products cannot saturate; the bias
+        // absorbs the shift.
+        for (int k = 0; k < v.group_size; ++k) dst[8 + k] = static_cast<uint8_t>(src[e0 + k] ^ 0x80);
+        bias += 128.0f * scale;
+      }
+      std::memcpy(dst, &scale, 4);
+      std::memcpy(dst + 4, &bias, 4);
+    }
+  }
+  w.data_ = w.storage_.data();
+  return w;
+}
+
+void dequantize_packed_row(const PackedWeights& w, int64_t r, float* out) {
+  SPLASH_CHECK(r >= 0 && r < w.rows());
+  cpu::dequantize_row_scalar(w, r, out);
+}
+
+void matmul(const PackedWeights& w, const float* x, float* y, int64_t n, ThreadPool& pool) {
+  if (n <= 0) return;
+  SPLASH_CHECK(w.data() != nullptr);
+  const IsaLevel level = w.isa();
+  const TileKernel kernel = pick_kernel(w.format(), level);
+  const int threads = pool.size();
+
+  QuantizedActs qx;
+  if (is_quantized(w.format())) {
+    qx.n = n;
+    qx.cols = w.cols();
+    qx.qs.resize(static_cast<size_t>(n * w.cols()));
+    qx.d.resize(static_cast<size_t>(n * qx.blocks()));
+    qx.dsum.resize(qx.d.size());
+    auto quantize = level >= IsaLevel::kAvx2 ? cpu::quantize_acts_avx2 : cpu::quantize_acts_scalar;
+    constexpr int64_t kRowsPerTask = 16;
+    if (n < kRowsPerTask) {
+      quantize(x, qx, 0, n);
+    } else {
+      pool.parallel_for((n + kRowsPerTask - 1) / kRowsPerTask, [&](int64_t t, int) {
+        quantize(x, qx, t * kRowsPerTask, std::min(n, (t + 1) * kRowsPerTask));
+      });
+    }
+  }
+
+  // Decode: all activation rows in one tile, weight rows split finely enough that both threads stay
+  // busy to the end. Prefill: tiles of 32 weight rows x 64 activation rows, so the activation tile
+  // (64 x cols int8) stays in L2 while consecutive tasks stream weight tiles past it.
+  const int64_t rows = w.rows();
+  int64_t row_chunk, x_chunk;
+  if (n <= 8) {
+    x_chunk = n;
+    row_chunk = std::clamp<int64_t>((rows + threads * 8 - 1) / (threads * 8), 8, 256);
+    row_chunk = (row_chunk + 7) / 8 * 8;
+  } else {
+    x_chunk = 64;
+    row_chunk = 32;
+  }
+  const int64_t n_row_tasks = (rows + row_chunk - 1) / row_chunk;
+  const int64_t n_x_tasks = (n + x_chunk - 1) / x_chunk;
+  pool.parallel_for(n_row_tasks * n_x_tasks, [&](int64_t t, int) {
+    const int64_t xt = t / n_row_tasks, rt = t % n_row_tasks;
+    KernelArgs a;
+    a.w = &w;
+    a.x = x;
+    a.qx = &qx;
+    a.y = y;
+    a.r0 = rt * row_chunk;
+    a.r1 = std::min(rows, a.r0 + row_chunk);
+    a.i0 = xt * x_chunk;
+    a.i1 = std::min(n, a.i0 + x_chunk);
+    kernel(a);
+  });
+}
+
+}  // namespace splash

@@ -1,0 +1,101 @@
+// Matrix products y = x * W^T for the weight formats Splash loads: F32, F16, BF16, GGML Q8_0, Q4_0,
+// Q4_K, Q5_K, Q6_K, and MLX affine 4/8-bit. Weights are packed once at load (pack_weights); matmul
+// then picks the decode regime (few activation rows: stream each weight row once, several rows in
+// flight) or the prefill regime (many rows: tiles of weight rows x activation rows so a weight block
+// is decoded once per tile) from n.
+//
+// Quantized formats quantize the activations to int8 per 32 values (scale = max|x| / 127) and use
+// integer dot products per block, like llama.cpp; float formats multiply in f32.
+//
+// Ownership: a PackedWeights either views the caller's memory (the mapped model file must outlive
+// it) or owns a repacked copy; see owns_data(). Thread-safety: PackedWeights is immutable, matmul
+// may run concurrently on the same weights with different outputs (each call uses the given pool).
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "backend/cpu/cpu_features.h"
+#include "core/dtype.h"
+#include "core/result.h"
+#include "core/thread_pool.h"
+
+namespace splash {
+
+// The layout a PackedWeights holds; the GGML ones are the file's own blocks, row after row.
+enum class WeightFormat : uint8_t {
+  kF32, kF16, kBF16,
+  kQ8_0, kQ4_0,
+  kQ4_K, kQ5_K, kQ6_K,
+  kMlx4,  // repacked MLX affine 4-bit: per group {f32 scale, f32 bias, codes as split nibbles per 32}
+  kMlx8,  // repacked MLX affine 8-bit: per group {f32 scale, f32 bias', codes - 128 as int8}
+};
+const char* weight_format_name(WeightFormat f);
+
+// An MLX affine-quantized matrix as it sits in a safetensors file: three tensors.
+// value[r][c] = scale[r][c / group_size] * code[r][c] + bias[r][c / group_size].
+struct MlxAffineView {
+  int bits = 4;                     // 4 or 8
+  int group_size = 64;              // a multiple of 32
+  const uint32_t* codes = nullptr;  // [rows, cols * bits / 32], little-endian, lowest bits first
+  const void* scales = nullptr;     // [rows, cols / group_size], scale_dtype
+  const void* biases = nullptr;     // [rows, cols / group_size], scale_dtype
+  DType scale_dtype = DType::kF16;  // kF16, kBF16 or kF32
+};
+
+class PackedWeights {
+ public:
+  PackedWeights() = default;
+  PackedWeights(PackedWeights&&) noexcept = default;
+  PackedWeights& operator=(PackedWeights&&) noexcept = default;
+  PackedWeights(const PackedWeights&) = delete;
+  PackedWeights& operator=(const PackedWeights&) = delete;
+
+  WeightFormat format() const { return format_; }
+  int64_t rows() const { return rows_; }  // output features
+  int64_t cols() const { return cols_; }  // input features
+  IsaLevel isa() const { return isa_; }   // kernel level chosen at pack time
+  bool owns_data() const { return !storage_.empty(); }
+  const uint8_t* data() const { return data_; }       // [rows, row_bytes]
+  int64_t row_bytes() const { return row_bytes_; }
+  const uint8_t* row(int64_t r) const { return data_ + r * row_bytes_; }
+  int group_size() const { return group_size_; }       // MLX formats; 0 otherwise
+  int64_t group_bytes() const { return group_bytes_; }  // MLX formats; 0 otherwise
+
+ private:
+  friend Result<PackedWeights> pack_weights(DType, const void*, int64_t, int64_t, IsaLevel, std::string_view);
+  friend Result<PackedWeights> pack_mlx_weights(const MlxAffineView&, int64_t, int64_t, IsaLevel,
+                                                std::string_view);
+
+  WeightFormat format_ = WeightFormat::kF32;
+  int64_t rows_ = 0;
+  int64_t cols_ = 0;
+  IsaLevel isa_ = IsaLevel::kScalar;
+  const uint8_t* data_ = nullptr;
+  int64_t row_bytes_ = 0;
+  int group_size_ = 0;
+  int64_t group_bytes_ = 0;
+  std::vector<uint8_t> storage_;  // repacked copy when the file layout is not the kernel's
+};
+
+// Wraps `data` ([rows, cols] of `type`, GGML block layout for quantized types) for matmul. Zero-copy
+// for every supported type: `data` must stay valid and unchanged while the result is used. `name`
+// (the tensor's name) goes into error messages. `level` is clamped to what the CPU supports; pass a
+// lower one to force a kernel tier (tests, benchmarks).
+Result<PackedWeights> pack_weights(DType type, const void* data, int64_t rows, int64_t cols,
+                                   IsaLevel level = IsaLevel::kAvx512, std::string_view name = {});
+
+// Repacks an MLX affine matrix into an owned layout (per group f32 scale/bias, codes in 32-blocks).
+Result<PackedWeights> pack_mlx_weights(const MlxAffineView& view, int64_t rows, int64_t cols,
+                                       IsaLevel level = IsaLevel::kAvx512, std::string_view name = {});
+
+// y[i, r] = sum_c x[i, c] * W[r, c] for i < n. x: [n, cols] f32, y: [n, rows] f32 (overwritten).
+// x and y must not overlap. n == 0 is a no-op.
+void matmul(const PackedWeights& w, const float* x, float* y, int64_t n, ThreadPool& pool);
+
+// Dequantizes weight row r into out[cols] (f32), from the packed layout. For tests and for ops that
+// need a row as floats (embedding lookup on a quantized tied matrix).
+void dequantize_packed_row(const PackedWeights& w, int64_t r, float* out);
+
+}  // namespace splash

@@ -1,0 +1,25 @@
+// AVX-512 (VL + VNNI) matmul kernels: the 256-bit kernels of matmul_simd_impl.h with vpdpbusd in
+// place of maddubs + madd. Only called when best_isa_level() is kAvx512.
+#include <immintrin.h>
+
+#include <cstring>
+#include <utility>
+
+#include "backend/cpu/matmul_kernels.h"
+#include "core/half.h"
+
+#define SPLASH_SIMD_VNNI 1
+
+namespace splash::cpu {
+
+namespace {
+#include "backend/cpu/matmul_simd_impl.h"
+}  // namespace
+
+TileKernel avx512_kernel(WeightFormat f) {
+  // Float formats gain nothing from VNNI; the AVX2 versions serve them.
+  if (f == WeightFormat::kF32 || f == WeightFormat::kF16 || f == WeightFormat::kBF16) return nullptr;
+  return simd_kernel(f);
+}
+
+}  // namespace splash::cpu
