@@ -13,3 +13,14 @@ if(SPLASH_NUMPY_PYTHON)
   set_tests_properties(reference_selftest PROPERTIES LABELS "reference" TIMEOUT 300)
 endif()
 # --- end reference ------------------------------------------------------------------------------
+
+# --- template (chat templates, Jinja engine) ---
+# Re-renders tests/template/cases.json with the reference renderer (@huggingface/jinja) and fails
+# if tests/template/expected.json is stale; skipped (77) when node or node_modules is missing.
+find_program(SPLASH_NODE node)
+if(SPLASH_NODE)
+  add_test(NAME template_expected_current
+           COMMAND ${SPLASH_NODE} ${PROJECT_SOURCE_DIR}/tests/template/make_expected.mjs --check)
+  set_tests_properties(template_expected_current PROPERTIES SKIP_RETURN_CODE 77 LABELS reference)
+endif()
+# --- end template ---
