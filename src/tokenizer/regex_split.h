@@ -1,0 +1,32 @@
+// PCRE2 wrapper for pre-tokenizer split patterns: compiled once (UTF + UCP, JIT when available),
+// matched from many threads (each call makes its own match data). Invalid UTF-8 in the subject never
+// fails a match: those bytes simply never match and end up in the gaps between matches.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "core/result.h"
+
+namespace splash {
+
+class SplitRegex {
+ public:
+  SplitRegex() = default;
+  static Result<SplitRegex> compile(const std::string& pattern);
+
+  // Appends the [begin, end) byte ranges of all non-overlapping, non-empty matches in `text`.
+  void find_all(std::string_view text, std::vector<std::pair<size_t, size_t>>& matches) const;
+
+  bool valid() const { return code_ != nullptr; }
+
+ private:
+  std::shared_ptr<void> code_;  // pcre2_code_8*, freed with pcre2_code_free_8
+  bool jit_ = false;
+};
+
+}  // namespace splash
