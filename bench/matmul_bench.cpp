@@ -1,0 +1,149 @@
+// Matmul micro-benchmarks at the Qwen3-0.6B shapes: GEMV (n = 1, decode; reported as weight GB/s)
+// and GEMM (n = 512, prefill; reported as GOP/s, 2 ops per multiply-add). Machine limits to compare
+// with (reference/peer-cpu.md, 2 threads): ~64 GB/s memory read, ~915 GOP/s int8 VNNI,
+// ~425 GFLOP/s fp32 FMA.
+//   bench_matmul [--benchmark_filter=Q4_0] ; SPLASH_BENCH_THREADS=1 for one thread
+#include <benchmark/benchmark.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backend/cpu/matmul.h"
+#include "core/half.h"
+
+namespace splash {
+namespace {
+
+struct Shape {
+  const char* name;
+  int64_t rows, cols;  // out features, in features
+};
+// q (2048 x 1024), k/v (1024 x 1024), o (1024 x 2048), gate/up (3072 x 1024), down (1024 x 3072),
+// tied output (151936 x 1024).
+constexpr Shape kShapes[] = {{"kv", 1024, 1024},  {"q", 2048, 1024},    {"o", 1024, 2048},
+                             {"up", 3072, 1024},  {"down", 1024, 3072}, {"output", 151936, 1024}};
+
+ThreadPool& pool() {
+  static ThreadPool p([] {
+    const char* t = std::getenv("SPLASH_BENCH_THREADS");
+    return t ? std::atoi(t) : 2;
+  }());
+  return p;
+}
+
+// Random bytes are valid blocks for every GGML type once the fp16 scales are set to sane values.
+std::vector<uint8_t> make_bytes(DType type, int64_t rows, int64_t cols) {
+  const uint64_t n = *dtype_bytes(type, static_cast<uint64_t>(rows * cols));
+  std::vector<uint8_t> v(n);
+  std::mt19937 rng(7);
+  for (auto& b : v) b = static_cast<uint8_t>(rng());
+  const auto& tr = dtype_traits(type);
+  const uint16_t small = f32_to_f16(0.01f);
+  auto set16 = [&](uint64_t off) { std::memcpy(&v[off], &small, 2); };
+  if (type == DType::kF16) {
+    for (uint64_t k = 0; k < n; k += 2) set16(k);
+  } else if (type == DType::kF32) {
+    const float f = 0.01f;
+    for (uint64_t k = 0; k < n; k += 4) std::memcpy(&v[k], &f, 4);
+  } else if (type == DType::kBF16) {
+    const uint16_t b = f32_to_bf16(0.01f);
+    for (uint64_t k = 0; k < n; k += 2) std::memcpy(&v[k], &b, 2);
+  } else if (tr.quantized) {
+    for (uint64_t blk = 0; blk < n / tr.block_bytes; ++blk) {
+      const uint64_t off = blk * tr.block_bytes;
+      if (type == DType::kQ6_K) {
+        set16(off + 208);
+      } else {
+        set16(off);
+        if (type == DType::kQ4_K || type == DType::kQ5_K) set16(off + 2);
+      }
+    }
+  }
+  return v;
+}
+
+struct Weights {
+  std::vector<uint8_t> bytes, scales, biases;
+  PackedWeights packed;
+};
+
+// Packed matrices are cached across benchmarks (the output matrix alone is 87-620 MB).
+Weights& weights(const std::string& type, const Shape& s) {
+  static std::map<std::string, std::unique_ptr<Weights>> cache;
+  const std::string key = type + "/" + s.name;
+  auto it = cache.find(key);
+  if (it != cache.end()) return *it->second;
+  if (cache.size() > 2) cache.clear();  // bound memory: keep a couple of matrices
+  auto w = std::make_unique<Weights>();
+  if (type == "MLX4") {
+    std::mt19937 rng(3);
+    w->bytes.resize(static_cast<size_t>(s.rows * s.cols / 2));
+    for (auto& b : w->bytes) b = static_cast<uint8_t>(rng());
+    const size_t groups = static_cast<size_t>(s.rows * s.cols / 64);
+    w->scales.assign(groups * 2, 0);
+    w->biases.assign(groups * 2, 0);
+    MlxAffineView v;
+    v.bits = 4;
+    v.group_size = 64;
+    v.scale_dtype = DType::kBF16;
+    v.codes = reinterpret_cast<const uint32_t*>(w->bytes.data());
+    v.scales = w->scales.data();
+    v.biases = w->biases.data();
+    w->packed = std::move(pack_mlx_weights(v, s.rows, s.cols).value());
+    w->bytes.clear();
+    w->bytes.shrink_to_fit();
+  } else {
+    const DType t = *dtype_from_name(type);
+    w->bytes = make_bytes(t, s.rows, s.cols);
+    w->packed = std::move(pack_weights(t, w->bytes.data(), s.rows, s.cols).value());
+  }
+  return *cache.emplace(key, std::move(w)).first->second;
+}
+
+void bm_matmul(benchmark::State& state, std::string type, Shape s, int64_t n) {
+  Weights& w = weights(type, s);
+  std::vector<float> x(static_cast<size_t>(n * s.cols));
+  std::mt19937 rng(1);
+  std::normal_distribution<float> dist;
+  for (auto& v : x) v = dist(rng);
+  std::vector<float> y(static_cast<size_t>(n * s.rows));
+  for (auto _ : state) {
+    matmul(w.packed, x.data(), y.data(), n, pool());
+    benchmark::DoNotOptimize(y.data());
+  }
+  const double bytes = static_cast<double>(w.packed.row_bytes() * s.rows);
+  if (n == 1) {
+    state.counters["GB/s"] = benchmark::Counter(bytes * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  } else {
+    const double ops = 2.0 * static_cast<double>(n) * static_cast<double>(s.rows) * static_cast<double>(s.cols);
+    state.counters["GOP/s"] = benchmark::Counter(ops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  }
+  state.SetLabel(isa_level_name(w.packed.isa()));
+}
+
+int register_all() {
+  for (const char* type : {"Q4_0", "Q8_0", "Q4_K", "Q6_K", "Q5_K", "MLX4", "F16", "BF16", "F32"}) {
+    for (const Shape& s : kShapes) {
+      benchmark::RegisterBenchmark((std::string("gemv/") + type + "/" + s.name).c_str(), bm_matmul, type, s, 1)
+          ->Unit(benchmark::kMicrosecond)
+          ->UseRealTime();
+      if (s.rows < 100000)  // prefill on the output matrix happens for one row per sequence only
+        benchmark::RegisterBenchmark((std::string("gemm512/") + type + "/" + s.name).c_str(), bm_matmul, type, s,
+                                     512)
+            ->Unit(benchmark::kMillisecond)
+            ->UseRealTime();
+    }
+  }
+  return 0;
+}
+const int registered = register_all();
+
+}  // namespace
+}  // namespace splash
+
+BENCHMARK_MAIN();
