@@ -1,5 +1,6 @@
 #include "backend/cpu/activation.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 

@@ -1,0 +1,193 @@
+// The attention driver: work decomposition, online softmax and the split-K combine. The inner
+// loops (tile loads, dot products, weighted sums, exp) are per ISA in attention_*.cpp.
+#include "backend/cpu/attention.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "backend/cpu/attention_kernels.h"
+
+namespace splash {
+
+namespace {
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+int64_t round_up16(int64_t n) { return (n + 15) / 16 * 16; }
+
+const cpu::AttentionKernels& pick_kernels(IsaLevel requested, int hd) {
+  IsaLevel l = clamp_isa_level(requested);
+  if (l >= IsaLevel::kAvx512 && hd % 16 == 0) return cpu::attention_kernels_avx512();
+  if (l >= IsaLevel::kAvx2 && hd % 8 == 0) return cpu::attention_kernels_avx2();
+  return cpu::attention_kernels_scalar();
+}
+
+// Everything one work item needs; slices of one per-call buffer, one set per pool thread.
+struct Scratch {
+  float* q;     // [rows, hd] scaled queries
+  float* acc;   // [rows, hd]
+  float* k;     // [32, hd]
+  float* v;     // [32, hd]
+  float* s;     // [rows, 32]
+  float* m;     // [rows]
+  float* l;     // [rows]
+};
+
+}  // namespace
+
+void attention(const float* q, int64_t n_q, int64_t q_pos0, const PagedKvView& kv, const AttentionParams& p,
+               float* out, ThreadPool& pool) {
+  if (n_q <= 0) return;
+  SPLASH_CHECK(p.n_kv_head > 0 && p.n_head % p.n_kv_head == 0);
+  SPLASH_CHECK(p.n_kv_head == kv.geo.n_kv_head && p.head_dim == kv.geo.head_dim);
+  SPLASH_CHECK(q_pos0 >= 0 && q_pos0 + n_q <= kv.n_tokens);
+  const int hd = p.head_dim;
+  const int g = p.n_head / p.n_kv_head;
+  const float scale = p.scale > 0.0f ? p.scale : 1.0f / std::sqrt(static_cast<float>(hd));
+  const cpu::AttentionKernels& K = pick_kernels(p.level, hd);
+  const bool direct_f32 = kv.geo.format == KvFormat::kF32;  // f32 pages are used in place, no copy
+
+  // A query tile holds bq tokens x the g heads of one KV group: ~32 rows share every key tile.
+  const int bq = std::max(1, 32 / g);
+  const int rows_max = bq * g;
+  const int64_t n_qt = (n_q + bq - 1) / bq;
+  const int64_t base_tasks = n_qt * p.n_kv_head;
+  const int threads = pool.size();
+  const int64_t pages_all = (q_pos0 + n_q + kKvPageTokens - 1) / kKvPageTokens;
+  // Split-K when there are too few (KV head, query tile) items to keep the threads busy.
+  int64_t n_split = 1;
+  if (base_tasks < 4 * threads) {
+    n_split = std::min<int64_t>(pages_all, (4 * threads + base_tasks - 1) / base_tasks);
+    n_split = std::max<int64_t>(n_split, 1);
+  }
+  const int64_t n_tasks = base_tasks * n_split;
+
+  const int64_t per_thread = round_up16(int64_t{rows_max} * hd) * 2 + round_up16(int64_t{kKvPageTokens} * hd) * 2 +
+                             round_up16(int64_t{rows_max} * kKvPageTokens) + round_up16(rows_max) * 2;
+  std::vector<float> buf(static_cast<size_t>(per_thread * threads));
+  // Split-K partials: per task, acc [rows, hd], m [rows], l [rows].
+  const int64_t part_stride = int64_t{rows_max} * (hd + 2);
+  std::vector<float> parts(n_split > 1 ? static_cast<size_t>(n_tasks * part_stride) : 0);
+
+  auto scratch = [&](int thread) {
+    float* b = buf.data() + per_thread * thread;
+    Scratch s;
+    s.q = b;
+    b += round_up16(int64_t{rows_max} * hd);
+    s.acc = b;
+    b += round_up16(int64_t{rows_max} * hd);
+    s.k = b;
+    b += round_up16(int64_t{kKvPageTokens} * hd);
+    s.v = b;
+    b += round_up16(int64_t{kKvPageTokens} * hd);
+    s.s = b;
+    b += round_up16(int64_t{rows_max} * kKvPageTokens);
+    s.m = b;
+    b += round_up16(rows_max);
+    s.l = b;
+    return s;
+  };
+
+  pool.parallel_for(n_tasks, [&](int64_t task, int thread) {
+    // Longest query tiles (last in the sequence, most keys) first, so the tail of the job is short.
+    const int64_t split = task % n_split;
+    const int64_t kvh = (task / n_split) % p.n_kv_head;
+    const int64_t qt = n_qt - 1 - task / (n_split * p.n_kv_head);
+    const int64_t t0 = qt * bq;
+    const int nt = static_cast<int>(std::min<int64_t>(bq, n_q - t0));
+    const int rows = nt * g;
+    Scratch sc = scratch(thread);
+
+    for (int r = 0; r < rows; ++r) {
+      const float* src = q + ((t0 + r / g) * p.n_head + kvh * g + r % g) * hd;
+      for (int d = 0; d < hd; ++d) sc.q[r * hd + d] = src[d] * scale;
+      sc.m[r] = kNegInf;
+      sc.l[r] = 0.0f;
+    }
+    std::fill(sc.acc, sc.acc + int64_t{rows} * hd, 0.0f);
+
+    const int64_t kv_end = q_pos0 + t0 + nt;  // keys the last row of the tile sees
+    const int64_t np = (kv_end + kKvPageTokens - 1) / kKvPageTokens;
+    const int64_t pg0 = np * split / n_split, pg1 = np * (split + 1) / n_split;
+    for (int64_t pg = pg0; pg < pg1; ++pg) {
+      const int64_t kbase = pg * kKvPageTokens;
+      const int nk = static_cast<int>(std::min<int64_t>(kKvPageTokens, kv_end - kbase));
+      const float* kt;
+      const float* vt;
+      if (direct_f32) {
+        kt = reinterpret_cast<const float*>(kv.k_block(pg) + kvh * kv.geo.head_bytes());
+        vt = reinterpret_cast<const float*>(kv.v_block(pg) + kvh * kv.geo.head_bytes());
+      } else {
+        K.load_tile(kv.geo, kv.k_block(pg), static_cast<int>(kvh), nk, sc.k);
+        K.load_tile(kv.geo, kv.v_block(pg), static_cast<int>(kvh), nk, sc.v);
+        kt = sc.k;
+        vt = sc.v;
+      }
+      K.scores(sc.q, rows, kt, nk, hd, sc.s);
+      for (int r = 0; r < rows; ++r) {
+        const int64_t qpos = q_pos0 + t0 + r / g;
+        const int valid = static_cast<int>(std::min<int64_t>(nk, qpos - kbase + 1));
+        if (valid <= 0) continue;  // this page is entirely in the row's future
+        float* s = sc.s + r * kKvPageTokens;
+        float mx = s[0];
+        for (int j = 1; j < valid; ++j) mx = std::max(mx, s[j]);
+        const float m_new = std::max(sc.m[r], mx);
+        const float alpha = std::exp(sc.m[r] - m_new);  // 0 on the row's first page (m = -inf)
+        float* acc = sc.acc + int64_t{r} * hd;
+        if (alpha != 1.0f) {
+          for (int d = 0; d < hd; ++d) acc[d] *= alpha;
+        }
+        sc.l[r] = sc.l[r] * alpha + K.exp_sum(s, valid, m_new);
+        sc.m[r] = m_new;
+        K.accumulate(acc, s, vt, valid, hd);
+      }
+    }
+
+    if (n_split == 1) {
+      for (int r = 0; r < rows; ++r) {
+        float* o = out + ((t0 + r / g) * p.n_head + kvh * g + r % g) * hd;
+        const float inv = 1.0f / sc.l[r];  // l > 0: key 0 is visible to every query
+        for (int d = 0; d < hd; ++d) o[d] = sc.acc[int64_t{r} * hd + d] * inv;
+      }
+    } else {
+      float* part = parts.data() + task * part_stride;
+      std::copy(sc.acc, sc.acc + int64_t{rows} * hd, part);
+      std::copy(sc.m, sc.m + rows, part + int64_t{rows_max} * hd);
+      std::copy(sc.l, sc.l + rows, part + int64_t{rows_max} * hd + rows_max);
+    }
+  });
+
+  if (n_split == 1) return;
+  // Combine: out = sum_s e^(m_s - M) acc_s / sum_s e^(m_s - M) l_s, M = max_s m_s. A split that saw
+  // no key of a row (m_s = -inf) gets weight 0.
+  pool.parallel_for(base_tasks, [&](int64_t item, int) {
+    const int64_t kvh = item % p.n_kv_head;
+    const int64_t qt = n_qt - 1 - item / p.n_kv_head;
+    const int64_t t0 = qt * bq;
+    const int nt = static_cast<int>(std::min<int64_t>(bq, n_q - t0));
+    const int64_t first = item * n_split;  // task ids of this item's splits are contiguous
+    for (int r = 0; r < nt * g; ++r) {
+      float mx = kNegInf;
+      for (int64_t s = 0; s < n_split; ++s) {
+        mx = std::max(mx, parts[static_cast<size_t>((first + s) * part_stride + int64_t{rows_max} * hd + r)]);
+      }
+      float* o = out + ((t0 + r / g) * p.n_head + kvh * g + r % g) * hd;
+      std::fill(o, o + hd, 0.0f);
+      float l = 0.0f;
+      for (int64_t s = 0; s < n_split; ++s) {
+        const float* part = parts.data() + (first + s) * part_stride;
+        const float ms = part[int64_t{rows_max} * hd + r];
+        if (ms == kNegInf) continue;
+        const float w = std::exp(ms - mx);
+        l += w * part[int64_t{rows_max} * hd + rows_max + r];
+        for (int d = 0; d < hd; ++d) o[d] += w * part[int64_t{r} * hd + d];
+      }
+      const float inv = 1.0f / l;
+      for (int d = 0; d < hd; ++d) o[d] *= inv;
+    }
+  });
+}
+
+}  // namespace splash

@@ -1,0 +1,149 @@
+// The KV row codec, the scalar attention kernels and the naive reference attention.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "backend/cpu/activation_kernels.h"
+#include "backend/cpu/attention.h"
+#include "backend/cpu/attention_kernels.h"
+#include "core/half.h"
+
+namespace splash {
+
+const char* kv_format_name(KvFormat f) {
+  switch (f) {
+    case KvFormat::kInt8: return "int8";
+    case KvFormat::kBF16: return "bf16";
+    case KvFormat::kF32: return "f32";
+  }
+  return "?";
+}
+
+void kv_store_row(const KvPageGeometry& geo, uint8_t* block, int slot, const float* x) {
+  SPLASH_CHECK(slot >= 0 && slot < kKvPageTokens);
+  const int hd = geo.head_dim;
+  for (int h = 0; h < geo.n_kv_head; ++h) {
+    const float* xh = x + static_cast<int64_t>(h) * hd;
+    uint8_t* dst = block + h * geo.head_bytes() + static_cast<int64_t>(slot) * hd * geo.elem_bytes();
+    switch (geo.format) {
+      case KvFormat::kF32:
+        std::memcpy(dst, xh, static_cast<size_t>(hd) * 4);
+        break;
+      case KvFormat::kBF16:
+        for (int d = 0; d < hd; ++d) {
+          const uint16_t b = f32_to_bf16(xh[d]);
+          std::memcpy(dst + 2 * d, &b, 2);
+        }
+        break;
+      case KvFormat::kInt8: {
+        float amax = 0.0f;
+        for (int d = 0; d < hd; ++d) amax = std::max(amax, std::fabs(xh[d]));
+        const float scale = amax / 127.0f;
+        const float inv = scale > 0.0f ? 1.0f / scale : 0.0f;
+        auto* q = reinterpret_cast<int8_t*>(dst);
+        for (int d = 0; d < hd; ++d) q[d] = static_cast<int8_t>(std::lrintf(xh[d] * inv));
+        std::memcpy(block + geo.data_bytes() + 4 * (static_cast<int64_t>(h) * kKvPageTokens + slot), &scale, 4);
+        break;
+      }
+    }
+  }
+}
+
+void kv_load_row(const KvPageGeometry& geo, const uint8_t* block, int h, int slot, float* out) {
+  const int hd = geo.head_dim;
+  const uint8_t* src = block + h * geo.head_bytes() + static_cast<int64_t>(slot) * hd * geo.elem_bytes();
+  switch (geo.format) {
+    case KvFormat::kF32:
+      std::memcpy(out, src, static_cast<size_t>(hd) * 4);
+      break;
+    case KvFormat::kBF16:
+      for (int d = 0; d < hd; ++d) {
+        uint16_t b;
+        std::memcpy(&b, src + 2 * d, 2);
+        out[d] = bf16_to_f32(b);
+      }
+      break;
+    case KvFormat::kInt8: {
+      float scale;
+      std::memcpy(&scale, block + geo.data_bytes() + 4 * (static_cast<int64_t>(h) * kKvPageTokens + slot), 4);
+      const auto* q = reinterpret_cast<const int8_t*>(src);
+      for (int d = 0; d < hd; ++d) out[d] = static_cast<float>(q[d]) * scale;
+      break;
+    }
+  }
+}
+
+// --- scalar kernels
+
+namespace cpu {
+namespace {
+
+void load_tile_scalar(const KvPageGeometry& geo, const uint8_t* block, int h, int n, float* dst) {
+  for (int j = 0; j < n; ++j) kv_load_row(geo, block, h, j, dst + static_cast<int64_t>(j) * geo.head_dim);
+}
+
+void scores_scalar(const float* q, int n_rows, const float* k, int n_keys, int hd, float* s) {
+  for (int r = 0; r < n_rows; ++r) {
+    for (int j = 0; j < n_keys; ++j) {
+      float acc = 0.0f;
+      for (int d = 0; d < hd; ++d) acc += q[r * hd + d] * k[j * hd + d];
+      s[r * kKvPageTokens + j] = acc;
+    }
+  }
+}
+
+void accumulate_scalar(float* acc, const float* p, const float* v, int n_keys, int hd) {
+  for (int j = 0; j < n_keys; ++j) {
+    for (int d = 0; d < hd; ++d) acc[d] += p[j] * v[j * hd + d];
+  }
+}
+
+}  // namespace
+
+const AttentionKernels& attention_kernels_scalar() {
+  static const AttentionKernels k{load_tile_scalar, scores_scalar, accumulate_scalar, exp_sum_scalar};
+  return k;
+}
+
+}  // namespace cpu
+
+// --- reference
+
+void attention_reference(const float* q, int64_t n_q, int64_t q_pos0, const float* k, const float* v, int64_t n_kv,
+                         const AttentionParams& p, float* out) {
+  const int hd = p.head_dim;
+  const int g = p.n_head / p.n_kv_head;
+  const double scale = p.scale > 0.0f ? p.scale : 1.0 / std::sqrt(static_cast<double>(hd));
+  std::vector<double> w;
+  for (int64_t t = 0; t < n_q; ++t) {
+    const int64_t n_vis = std::min(n_kv, q_pos0 + t + 1);
+    for (int h = 0; h < p.n_head; ++h) {
+      const int kvh = h / g;
+      const float* qr = q + (t * p.n_head + h) * hd;
+      w.assign(static_cast<size_t>(n_vis), 0.0);
+      double m = -std::numeric_limits<double>::infinity();
+      for (int64_t j = 0; j < n_vis; ++j) {
+        const float* kr = k + (j * p.n_kv_head + kvh) * hd;
+        double s = 0.0;
+        for (int d = 0; d < hd; ++d) s += static_cast<double>(qr[d]) * kr[d];
+        w[static_cast<size_t>(j)] = s * scale;
+        m = std::max(m, s * scale);
+      }
+      double sum = 0.0;
+      for (double& x : w) {
+        x = std::exp(x - m);
+        sum += x;
+      }
+      float* o = out + (t * p.n_head + h) * hd;
+      for (int d = 0; d < hd; ++d) {
+        double acc = 0.0;
+        for (int64_t j = 0; j < n_vis; ++j) acc += w[static_cast<size_t>(j)] * v[(j * p.n_kv_head + kvh) * hd + d];
+        o[d] = n_vis > 0 ? static_cast<float>(acc / sum) : 0.0f;
+      }
+    }
+  }
+}
+
+}  // namespace splash

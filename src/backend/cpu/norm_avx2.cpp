@@ -1,0 +1,39 @@
+// AVX2 RMSNorm row kernel; only called when cpu_features() reports the ISA (norm.cpp).
+#include <immintrin.h>
+
+#include <cmath>
+
+#include "backend/cpu/activation_vexp.h"
+#include "backend/cpu/norm_kernels.h"
+
+namespace splash::cpu {
+
+void rms_norm_row_avx2(const float* x, const float* w, float eps, float* out, int64_t d) {
+  // Four independent accumulators: 4 x 8 partial sums keep the rounding error of a long row small
+  // and hide the FMA latency.
+  __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+  int64_t j = 0;
+  for (; j + 4 * 8 <= d; j += 4 * 8) {
+    const __m256 x0 = _mm256_loadu_ps(x + j), x1 = _mm256_loadu_ps(x + j + 8);
+    const __m256 x2 = _mm256_loadu_ps(x + j + 2 * 8), x3 = _mm256_loadu_ps(x + j + 3 * 8);
+    a0 = _mm256_fmadd_ps(x0, x0, a0);
+    a1 = _mm256_fmadd_ps(x1, x1, a1);
+    a2 = _mm256_fmadd_ps(x2, x2, a2);
+    a3 = _mm256_fmadd_ps(x3, x3, a3);
+  }
+  for (; j + 8 <= d; j += 8) {
+    const __m256 x0 = _mm256_loadu_ps(x + j);
+    a0 = _mm256_fmadd_ps(x0, x0, a0);
+  }
+  float ss = hsum_avx2(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
+  for (; j < d; ++j) ss += x[j] * x[j];
+  const float r = 1.0f / std::sqrt(ss / static_cast<float>(d) + eps);
+  const __m256 vr = _mm256_set1_ps(r);
+  j = 0;
+  for (; j + 8 <= d; j += 8) {
+    _mm256_storeu_ps(out + j, _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(x + j), vr), _mm256_loadu_ps(w + j)));
+  }
+  for (; j < d; ++j) out[j] = x[j] * r * w[j];
+}
+
+}  // namespace splash::cpu
