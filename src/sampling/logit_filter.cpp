@@ -4,71 +4,136 @@
 #include <cmath>
 #include <limits>
 
+#include "sampling/fast_exp.h"
+#include "sampling/row_kernels.h"
+
 namespace splash {
 namespace {
 
-// Histogram over [max - kHistogramRange, max]; everything lower lands in bucket 0. 2048 buckets of
-// 1/32 logit each separate the head of a real LLM distribution finely, so the pool stays small.
-constexpr int kHistogramBuckets = 2048;
-constexpr float kHistogramRange = 64.0f;
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+constexpr float kPosInf = std::numeric_limits<float>::infinity();
+// Histogram for top_p's cut: only the one bucket holding the cut is sorted.
+constexpr int kBuckets = 1024;
+
+using Candidate = FilterScratch::Candidate;
 
 struct RowScan {
-  float max = -std::numeric_limits<float>::infinity();
-  int32_t argmax = -1;    // lowest id among the maxima
-  size_t n_finite = 0;    // logits that are not -inf
+  float max = kNegInf;
+  int32_t argmax = -1;  // lowest id among the maxima
+  size_t n_finite = 0;  // logits that are not -inf
 };
 
 Result<RowScan> scan_row(std::span<const float> logits) {
-  if (logits.empty()) return make_error("sampling: the logits row is empty");
+  const size_t n = logits.size();
+  if (n == 0) return make_error("sampling: the logits row is empty");
+  const RowStats st = row_stats(logits);
+  if (st.bad) {
+    for (size_t k = 0; k < n; ++k) {
+      if (std::isnan(logits[k])) return make_error("sampling: logit of token ", k, " is NaN");
+      if (logits[k] == kPosInf) return make_error("sampling: logit of token ", k, " is +inf");
+    }
+  }
+  if (st.n_finite == 0) {
+    return make_error("sampling: every logit of the ", n, "-token row is -inf; no token can be sampled");
+  }
   RowScan s;
-  for (size_t i = 0; i < logits.size(); ++i) {
-    const float l = logits[i];
-    if (std::isnan(l)) return make_error("sampling: logit of token ", i, " is NaN");
-    if (l == std::numeric_limits<float>::infinity()) {
-      return make_error("sampling: logit of token ", i, " is +inf");
-    }
-    if (l == -std::numeric_limits<float>::infinity()) continue;
-    ++s.n_finite;
-    if (l > s.max) {  // strict: the first (lowest) id of a tie keeps the argmax
-      s.max = l;
-      s.argmax = static_cast<int32_t>(i);
-    }
-  }
-  if (s.n_finite == 0) {
-    return make_error("sampling: every logit of the ", logits.size(),
-                      "-token row is -inf; no token can be sampled");
-  }
+  s.n_finite = st.n_finite;
+  s.max = st.max;
+  s.argmax = static_cast<int32_t>(std::find(logits.begin(), logits.end(), s.max) - logits.begin());
   return s;
 }
 
-// Monotone (non-decreasing) in l, so {i : bucket(l_i) >= b} is always a prefix of the descending
-// order, ties included. The same expression is used to build the histogram and to collect the pool.
-struct Bucketer {
-  float lo;
-  float scale;
-  int bucket(float l) const {
-    const float x = (l - lo) * scale;
-    if (!(x > 0.0f)) return 0;
-    if (x >= static_cast<float>(kHistogramBuckets - 1)) return kHistogramBuckets - 1;
-    return static_cast<int>(x);
-  }
-};
+// weights[i] = exp((logits[i] - max) / temperature) for the whole row; returns their sum.
+double fill_weights(std::span<const float> logits, float max, float temperature, std::vector<float>& weights) {
+  weights.resize(logits.size());
+  return row_exp_weights(logits, max, temperature, weights.data());
+}
 
-// exp(l - max) at temperature 1, the weight top_p works on. Float exp (as every weight here), summed
-// in double; the histogram pass and the exact pass must use this same function.
-double unit_weight(float l, float max) { return static_cast<double>(std::exp(l - max)); }
-
-bool by_logit_desc(const FilterScratch::Candidate& a, const FilterScratch::Candidate& b) {
+bool by_logit_desc(const Candidate& a, const Candidate& b) {
   return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
 }
 
+// The k best (logit desc, id asc) of the row, unordered. Streams once, buffering every logit above
+// the k-th best seen so far; the buffer is cut back to k when it fills. A later logit equal to that
+// threshold has a higher id than every tied buffered one, so it can never enter: `>` is exact.
+void stream_top_k(std::span<const float> logits, size_t k, std::vector<Candidate>& pool) {
+  const size_t cap = std::max(2 * k, k + 1024);
+  pool.clear();
+  pool.reserve(cap);
+  float threshold = kNegInf;
+  for (size_t i = 0; i < logits.size(); ++i) {
+    const float l = logits[i];
+    if (!(l > threshold)) continue;
+    pool.push_back({l, static_cast<int32_t>(i)});
+    if (pool.size() == cap) {
+      std::nth_element(pool.begin(), pool.begin() + (k - 1), pool.end(), by_logit_desc);
+      pool.resize(k);
+      threshold = pool[k - 1].logit;
+    }
+  }
+  if (pool.size() > k) {
+    std::nth_element(pool.begin(), pool.begin() + (k - 1), pool.end(), by_logit_desc);
+    pool.resize(k);
+  }
+}
+
+// top_p over the whole row (top_k off). `weights` holds exp(l - max), `z` their sum. Leaves in `pool`
+// the shortest prefix of the descending order whose weight reaches top_p * z, intersected with
+// {l >= floor_logit} (min_p's bound; min_p itself is applied exactly afterwards).
+void top_p_cut(std::span<const float> logits, const RowScan& s, float top_p, double z, float floor_logit,
+               FilterScratch& scratch) {
+  auto& pool = scratch.pool;
+  const std::vector<float>& w = scratch.weights;
+  const double target = static_cast<double>(top_p) * z;
+  // Every token below t together weighs at most n * exp(t - max); choosing that equal to
+  // (1 - top_p) * z (less a margin for rounding) means the cut can never fall below t.
+  float lo = static_cast<float>(s.max + std::log((1.0 - top_p) * z / static_cast<double>(s.n_finite))) - 0.01f;
+  lo = std::max(lo, floor_logit);
+  pool.clear();
+  for (size_t i = 0; i < logits.size(); ++i) {
+    if (logits[i] >= lo) pool.push_back({logits[i], static_cast<int32_t>(i)});
+  }
+  lo = std::max(lo, s.max - 64.0f);  // the histogram range; lower entries share bucket 0
+  const float scale = s.max > lo ? static_cast<float>(kBuckets) / (s.max - lo) : 0.0f;
+  auto& bucket = scratch.bucket;
+  auto& mass = scratch.mass;
+  bucket.resize(pool.size());
+  mass.assign(kBuckets, 0.0);
+  for (size_t i = 0; i < pool.size(); ++i) {
+    const float x = (pool[i].logit - lo) * scale;  // monotone in the logit: ties share a bucket
+    const int b = !(x > 0.0f) ? 0 : (x >= kBuckets - 1 ? kBuckets - 1 : static_cast<int>(x));
+    bucket[i] = static_cast<uint16_t>(b);
+    mass[b] += w[pool[i].id];
+  }
+  double cum = 0.0;
+  int cut = kBuckets - 1;
+  for (; cut >= 0; --cut) {
+    if (cum + mass[cut] >= target) break;
+    cum += mass[cut];
+  }
+  if (cut < 0) return;  // the whole pool (only when min_p's bound ends it before top_p's cut)
+  auto& boundary = scratch.boundary;
+  boundary.clear();
+  size_t kept = 0;
+  for (size_t i = 0; i < pool.size(); ++i) {
+    if (bucket[i] > cut) pool[kept++] = pool[i];
+    else if (bucket[i] == cut) boundary.push_back(pool[i]);
+  }
+  pool.resize(kept);
+  std::sort(boundary.begin(), boundary.end(), by_logit_desc);
+  for (const auto& c : boundary) {
+    pool.push_back(c);
+    cum += w[c.id];
+    if (cum >= target) break;
+  }
+}
+
 // Survivors -> probabilities at the given temperature, ascending id order.
-void finish(std::span<const FilterScratch::Candidate> kept, float max, float temperature,
-            std::vector<TokenProb>& out) {
+void finish(std::span<const Candidate> kept, float max, float temperature, std::vector<TokenProb>& out) {
   out.resize(kept.size());
   double total = 0.0;
   for (size_t i = 0; i < kept.size(); ++i) {
-    const float w = std::exp((kept[i].logit - max) / temperature);
+    const float w = exp_nonpositive((kept[i].logit - max) / temperature);
     out[i] = TokenProb{kept[i].id, w};
     total += w;
   }
@@ -80,8 +145,8 @@ void finish(std::span<const FilterScratch::Candidate> kept, float max, float tem
 
 }  // namespace
 
-Status filter_logits(std::span<const float> logits, const SamplingParams& params,
-                     FilterScratch& scratch, std::vector<TokenProb>& out) {
+Status filter_logits(std::span<const float> logits, const SamplingParams& params, FilterScratch& scratch,
+                     std::vector<TokenProb>& out) {
   SPLASH_TRY(const RowScan s, scan_row(logits));
   out.clear();
   if (params.is_greedy()) {
@@ -94,109 +159,53 @@ Status filter_logits(std::span<const float> logits, const SamplingParams& params
   const bool use_min_p = params.min_p > 0.0f;
   const size_t n = logits.size();
   auto& pool = scratch.pool;
-  pool.clear();
 
   if (!use_top_k && !use_top_p && !use_min_p) {
     // Plain softmax over every finite logit, already in id order.
+    const double inv = 1.0 / fill_weights(logits, s.max, params.temperature, scratch.weights);
     out.reserve(s.n_finite);
-    double total = 0.0;
     for (size_t i = 0; i < n; ++i) {
-      if (logits[i] == -std::numeric_limits<float>::infinity()) continue;
-      const float w = std::exp((logits[i] - s.max) / params.temperature);
-      out.push_back(TokenProb{static_cast<int32_t>(i), w});
-      total += w;
+      if (logits[i] == kNegInf) continue;
+      out.push_back(TokenProb{static_cast<int32_t>(i), static_cast<float>(scratch.weights[i] * inv)});
     }
-    const double inv = 1.0 / total;
-    for (auto& tp : out) tp.p = static_cast<float>(tp.p * inv);
     return {};
   }
 
-  // min_p's rule, in one place: logit - max >= ln(min_p), evaluated in double.
+  // min_p's rule, in one place: logit - max >= ln(min_p), evaluated in double. Its float bound,
+  // loosened slightly, prunes the candidate pools; the exact rule runs last.
   const double min_p_log = use_min_p ? std::log(static_cast<double>(params.min_p)) : 0.0;
   auto passes_min_p = [&](float l) { return static_cast<double>(l) - s.max >= min_p_log; };
+  const float floor_logit = use_min_p ? static_cast<float>(s.max + min_p_log) - 0.01f : kNegInf;
 
-  // --- pool: a prefix of the descending order that contains every survivor
-  double z_all = 0.0;  // sum of exp(l - max) over all finite logits, for top_p without top_k
-  if (use_top_k || use_top_p) {
-    const Bucketer bk{s.max - kHistogramRange, kHistogramBuckets / kHistogramRange};
-    scratch.counts.assign(kHistogramBuckets, 0);
-    const bool need_mass = use_top_p && !use_top_k;
-    if (need_mass) scratch.mass.assign(kHistogramBuckets, 0.0);
-    for (size_t i = 0; i < n; ++i) {
-      const float l = logits[i];
-      if (l == -std::numeric_limits<float>::infinity()) continue;
-      const int b = bk.bucket(l);
-      ++scratch.counts[b];
-      if (need_mass) {
-        const double w = unit_weight(l, s.max);
-        scratch.mass[b] += w;
-        z_all += w;
-      }
-    }
-    int cut = 0;  // lowest bucket of the pool
-    if (use_top_k) {
-      size_t cum = 0;
-      for (cut = kHistogramBuckets - 1; cut > 0; --cut) {
-        cum += scratch.counts[cut];
-        if (cum >= static_cast<size_t>(params.top_k)) break;
-      }
-    } else {
-      const double target = static_cast<double>(params.top_p) * z_all;
+  if (use_top_k) {
+    stream_top_k(logits, static_cast<size_t>(params.top_k), pool);
+    std::sort(pool.begin(), pool.end(), by_logit_desc);
+    if (use_top_p) {
+      double z = 0.0;
+      for (const auto& c : pool) z += exp_nonpositive(c.logit - s.max);
+      const double target = static_cast<double>(params.top_p) * z;
       double cum = 0.0;
-      for (cut = kHistogramBuckets - 1; cut > 0; --cut) {
-        cum += scratch.mass[cut];
-        if (cum >= target) break;
-      }
-      // One more non-empty bucket, so summation-order rounding in the exact pass below can never
-      // need a token outside the pool.
-      if (cut > 0) {
-        --cut;
-        while (cut > 0 && scratch.counts[cut] == 0) --cut;
+      for (size_t i = 0; i < pool.size(); ++i) {
+        cum += exp_nonpositive(pool[i].logit - s.max);
+        if (cum >= target) {
+          pool.resize(i + 1);
+          break;
+        }
       }
     }
-    for (size_t i = 0; i < n; ++i) {
-      const float l = logits[i];
-      if (l == -std::numeric_limits<float>::infinity() || bk.bucket(l) < cut) continue;
-      pool.push_back({l, static_cast<int32_t>(i)});
-    }
+  } else if (use_top_p) {
+    const double z = fill_weights(logits, s.max, 1.0f, scratch.weights);
+    top_p_cut(logits, s, params.top_p, z, floor_logit, scratch);
   } else {
-    // min_p alone: its threshold is exact, collect survivors directly.
+    pool.clear();
     for (size_t i = 0; i < n; ++i) {
-      const float l = logits[i];
-      if (l != -std::numeric_limits<float>::infinity() && passes_min_p(l)) {
-        pool.push_back({l, static_cast<int32_t>(i)});
-      }
+      if (logits[i] >= floor_logit) pool.push_back({logits[i], static_cast<int32_t>(i)});
     }
   }
-  // min_p alone needs no order: every pool member survives.
-  if (use_top_k || use_top_p) std::sort(pool.begin(), pool.end(), by_logit_desc);
-
-  // --- exact filters on the sorted pool, each keeping a prefix
-  size_t m = pool.size();
-  if (use_top_k) m = std::min(m, static_cast<size_t>(params.top_k));
-  if (use_top_p) {
-    double z = z_all;
-    if (use_top_k) {
-      z = 0.0;
-      for (size_t i = 0; i < m; ++i) z += unit_weight(pool[i].logit, s.max);
-    }
-    const double target = static_cast<double>(params.top_p) * z;
-    double cum = 0.0;
-    for (size_t i = 0; i < m; ++i) {
-      cum += unit_weight(pool[i].logit, s.max);
-      if (cum >= target) {
-        m = i + 1;
-        break;
-      }
-    }
-  }
-  if (use_min_p) {
-    size_t keep = 0;
-    while (keep < m && passes_min_p(pool[keep].logit)) ++keep;
-    m = keep;
-  }
-  SPLASH_CHECK(m >= 1);  // the maximum passes every rule
-  finish(std::span(pool).first(m), s.max, params.temperature, out);
+  // Every rule keeps an upper set of the logits, so min_p can filter the (unordered) survivors.
+  if (use_min_p) std::erase_if(pool, [&](const Candidate& c) { return !passes_min_p(c.logit); });
+  SPLASH_CHECK(!pool.empty());  // the maximum passes every rule
+  finish(pool, s.max, params.temperature, out);
   return {};
 }
 

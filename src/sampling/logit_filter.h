@@ -10,10 +10,12 @@
 //     probability reaches top_p, including the token that crosses it.
 //   * min_p keeps tokens with p >= min_p * p_max, i.e. logit - max >= ln(min_p).
 //   * temperature divides the surviving logits; the result is softmax over survivors.
-// Every filter sees the whole vocabulary: a histogram of logits picks a small pool that provably
-// contains every survivor, and the exact rules are applied to that pool, so nothing is approximated
-// (no pre-truncation to a fixed top 40). -inf logits are never kept; NaN or +inf is an error.
-// Greedy (temperature 0) is a single argmax pass; ties go to the lowest id.
+// Every filter sees the whole vocabulary and nothing is approximated (no pre-truncation to a fixed
+// top 40): top_k streams over the row keeping a buffer of candidates above a rising threshold; top_p
+// sums exp over every token, bounds which tokens can possibly matter, and finds the exact cut with a
+// histogram plus a sort of the one bucket holding it. Weights are exp_nonpositive (fast_exp.h).
+// -inf logits are never kept; NaN or +inf is an error. Greedy (temperature 0) is one argmax pass;
+// ties go to the lowest id.
 #pragma once
 
 #include <cstdint>
@@ -37,9 +39,11 @@ struct FilterScratch {
     float logit;
     int32_t id;
   };
-  std::vector<Candidate> pool;    // [n_pool] superset of the survivors, then the survivors
-  std::vector<uint32_t> counts;   // [kHistogramBuckets] tokens per logit bucket
-  std::vector<double> mass;       // [kHistogramBuckets] sum of exp(logit - max) per bucket
+  std::vector<Candidate> pool;      // [n_pool] superset of the survivors, then the survivors
+  std::vector<Candidate> boundary;  // [n_boundary] the histogram bucket where top_p's cut falls
+  std::vector<float> weights;       // [n_vocab] exp(logit - max)
+  std::vector<uint16_t> bucket;     // [n_pool] histogram bucket of each pool entry
+  std::vector<double> mass;         // [n_buckets] sum of weights per bucket
 };
 
 // Applies the chain (top_k, top_p, min_p, temperature; params.temperature == 0 means argmax) to

@@ -9,6 +9,7 @@
 #include <random>
 #include <vector>
 
+#include "sampling/fast_exp.h"
 #include "sampling/sampling_params.h"
 
 namespace splash::testing {
@@ -19,8 +20,8 @@ struct RefProb {
 };
 
 // The chain exactly as logit_filter.h states it, written the slow obvious way. -inf logits are
-// dropped first. Weights are float exp like the documented implementation (so cut decisions agree
-// to the bit), everything else in double.
+// dropped first. Cut weights use exp_nonpositive, the documented weight function (tested against
+// std::exp on its own), so cut decisions agree to the bit; sums and probabilities are in double.
 inline std::vector<RefProb> reference_filter(const std::vector<float>& logits, const SamplingParams& p) {
   std::vector<int32_t> order;
   for (int32_t i = 0; i < static_cast<int32_t>(logits.size()); ++i) {
@@ -30,7 +31,7 @@ inline std::vector<RefProb> reference_filter(const std::vector<float>& logits, c
   const float mx = logits[order[0]];
   if (p.temperature == 0.0f) return {{order[0], 1.0}};
   if (p.top_k > 0 && static_cast<size_t>(p.top_k) < order.size()) order.resize(p.top_k);
-  auto w1 = [&](int32_t i) { return static_cast<double>(std::exp(logits[i] - mx)); };
+  auto w1 = [&](int32_t i) { return static_cast<double>(exp_nonpositive(logits[i] - mx)); };
   if (p.top_p < 1.0f) {
     double z = 0.0;
     for (int32_t i : order) z += w1(i);
