@@ -1,3 +1,10 @@
+// No a * b + c fusion in the inlined exp_nonpositive: same bits with and without FMA hardware.
+#if defined(__clang__)
+#pragma clang fp contract(off)
+#elif defined(__GNUC__)
+#pragma GCC optimize("fp-contract=off")
+#endif
+
 #include "sampling/logit_filter.h"
 
 #include <algorithm>
@@ -114,18 +121,25 @@ void top_p_cut(std::span<const float> logits, const RowScan& s, float top_p, dou
   if (cut < 0) return;  // the whole pool (only when min_p's bound ends it before top_p's cut)
   auto& boundary = scratch.boundary;
   boundary.clear();
+  for (size_t i = 0; i < pool.size(); ++i) {
+    if (bucket[i] == cut) boundary.push_back(pool[i]);
+  }
+  std::sort(boundary.begin(), boundary.end(), by_logit_desc);
+  Candidate edge = boundary.back();  // the last token kept: the one whose weight crosses the target
+  for (const auto& c : boundary) {
+    cum += w[c.id];
+    if (cum >= target) {
+      edge = c;
+      break;
+    }
+  }
+  // Keep everything above the cut bucket and, inside it, what ranks at or above the edge; filtering
+  // in place keeps the pool in id order.
   size_t kept = 0;
   for (size_t i = 0; i < pool.size(); ++i) {
-    if (bucket[i] > cut) pool[kept++] = pool[i];
-    else if (bucket[i] == cut) boundary.push_back(pool[i]);
+    if (bucket[i] > cut || (bucket[i] == cut && !by_logit_desc(edge, pool[i]))) pool[kept++] = pool[i];
   }
   pool.resize(kept);
-  std::sort(boundary.begin(), boundary.end(), by_logit_desc);
-  for (const auto& c : boundary) {
-    pool.push_back(c);
-    cum += w[c.id];
-    if (cum >= target) break;
-  }
 }
 
 // Survivors -> probabilities at the given temperature, ascending id order.
@@ -140,7 +154,8 @@ void finish(std::span<const Candidate> kept, float max, float temperature, std::
   // total >= 1: the max logit survives every filter and has weight exp(0) = 1.
   const double inv = 1.0 / total;
   for (auto& tp : out) tp.p = static_cast<float>(tp.p * inv);
-  std::sort(out.begin(), out.end(), [](const TokenProb& a, const TokenProb& b) { return a.id < b.id; });
+  auto by_id = [](const TokenProb& a, const TokenProb& b) { return a.id < b.id; };
+  if (!std::is_sorted(out.begin(), out.end(), by_id)) std::sort(out.begin(), out.end(), by_id);
 }
 
 }  // namespace
@@ -211,19 +226,46 @@ Status filter_logits(std::span<const float> logits, const SamplingParams& params
 
 int32_t draw_token(std::span<const TokenProb> dist, Rng& rng) {
   SPLASH_CHECK(!dist.empty());
+  // Cumulative sums in blocks: total = sum of block sums (each over 4 fixed lanes), the draw first
+  // finds the block, then walks inside it. Same arithmetic for every caller and machine; a serial
+  // double sum over 150K entries would cost more than the whole filter chain.
+  constexpr size_t kBlock = 256;
+  const size_t n = dist.size();
+  const size_t n_blocks = (n + kBlock - 1) / kBlock;
+  auto block_sum = [&](size_t b) {
+    double acc[4] = {0.0, 0.0, 0.0, 0.0};
+    const size_t end = std::min(n, (b + 1) * kBlock);
+    size_t i = b * kBlock;
+    for (; i + 4 <= end; i += 4) {
+      for (size_t j = 0; j < 4; ++j) acc[j] += dist[i + j].p;
+    }
+    for (; i < end; ++i) acc[0] += dist[i].p;
+    return (acc[0] + acc[1]) + (acc[2] + acc[3]);
+  };
   double total = 0.0;
-  for (const auto& tp : dist) total += tp.p;
+  for (size_t b = 0; b < n_blocks; ++b) total += block_sum(b);
   const double u = rng.uniform() * total;
   double cum = 0.0;
-  int32_t last_positive = dist.front().id;
-  for (const auto& tp : dist) {
-    if (tp.p <= 0.0f) continue;
-    cum += tp.p;
-    last_positive = tp.id;
-    if (u < cum) return tp.id;
+  size_t b = 0;
+  for (; b + 1 < n_blocks; ++b) {
+    const double s = block_sum(b);
+    if (u < cum + s) break;
+    cum += s;
   }
-  // Only when rounding puts u at the very top of the range.
-  return last_positive;
+  // Inside the block. A token with p == 0 is never returned; if rounding carries u past the block's
+  // last token, the last positive one is taken.
+  int32_t last_positive = -1;
+  for (size_t i = b * kBlock; i < std::min(n, (b + 1) * kBlock); ++i) {
+    if (dist[i].p <= 0.0f) continue;
+    cum += dist[i].p;
+    last_positive = dist[i].id;
+    if (u < cum) return dist[i].id;
+  }
+  if (last_positive >= 0) return last_positive;
+  for (size_t i = n; i-- > 0;) {
+    if (dist[i].p > 0.0f) return dist[i].id;
+  }
+  return dist.back().id;  // all zero: impossible for filter_logits output (the max has p > 0)
 }
 
 }  // namespace splash

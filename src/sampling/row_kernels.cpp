@@ -1,3 +1,10 @@
+// No a * b + c fusion: the weights must have the same bits with and without FMA hardware.
+#if defined(__clang__)
+#pragma clang fp contract(off)
+#elif defined(__GNUC__)
+#pragma GCC optimize("fp-contract=off")
+#endif
+
 #include "sampling/row_kernels.h"
 
 #include <cstdint>
@@ -77,7 +84,21 @@ RowStats row_stats(std::span<const float> logits) {
   return RowStats{mx, n - n_neg_inf, any_bad};
 }
 
+bool detail::cpu_has_avx2() {
+#if defined(__x86_64__) || defined(__i386__)
+  return __builtin_cpu_supports("avx2");
+#else
+  return false;
+#endif
+}
+
 double row_exp_weights(std::span<const float> logits, float max, float temperature, float* w) {
+  static const bool kAvx2 = detail::cpu_has_avx2();  // immutable after first use
+  return kAvx2 ? detail::row_exp_weights_avx2(logits, max, temperature, w)
+               : detail::row_exp_weights_sse(logits, max, temperature, w);
+}
+
+double detail::row_exp_weights_sse(std::span<const float> logits, float max, float temperature, float* w) {
   const size_t n = logits.size();
   const float* l = logits.data();
   v2d acc[4] = {};

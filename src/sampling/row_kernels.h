@@ -1,7 +1,8 @@
 // The two full-vocabulary passes of the filter chain, written with GCC/Clang vector extensions so
 // they run 4-8 floats at a time on any target without -ffast-math (plain loops with float selects
 // do not vectorize under the default -ftrapping-math). Results are the same bits on every machine:
-// only IEEE basic operations, in a fixed order.
+// only IEEE basic operations, in a fixed order, and no FMA contraction (the .cpp files turn it off,
+// since -march=native or the AVX2 flags would otherwise let the compiler fuse a * b + c).
 #pragma once
 
 #include <cstddef>
@@ -18,7 +19,14 @@ struct RowStats {
 RowStats row_stats(std::span<const float> logits);
 
 // w[i] = exp_nonpositive((logits[i] - max) / temperature) for the whole row (w has logits.size()
-// entries); returns the sum of w in double, accumulated over 8 lanes in a fixed order.
+// entries); returns the sum of w in double, accumulated over 8 lanes in a fixed order. Uses the AVX2
+// version when the CPU has it; both give identical bits (tested).
 double row_exp_weights(std::span<const float> logits, float max, float temperature, float* w);
+
+namespace detail {
+double row_exp_weights_sse(std::span<const float> logits, float max, float temperature, float* w);
+double row_exp_weights_avx2(std::span<const float> logits, float max, float temperature, float* w);
+bool cpu_has_avx2();
+}  // namespace detail
 
 }  // namespace splash

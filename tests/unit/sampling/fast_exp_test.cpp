@@ -50,6 +50,20 @@ TEST(RowKernels, WeightsAreBitIdenticalToTheScalarExp) {
   }
 }
 
+TEST(RowKernels, Avx2AndSseAgreeBitForBit) {
+  if (!detail::cpu_has_avx2()) GTEST_SKIP() << "no AVX2 on this CPU";
+  std::vector<float> row;
+  for (int i = 0; i < 4099; ++i) row.push_back(std::cos(i * 0.123f) * 30.0f - 10.0f);
+  row[17] = -std::numeric_limits<float>::infinity();
+  std::vector<float> a(row.size()), b(row.size());
+  for (float t : {1.0f, 0.35f}) {
+    const double sa = detail::row_exp_weights_sse(row, 20.0f, t, a.data());
+    const double sb = detail::row_exp_weights_avx2(row, 20.0f, t, b.data());
+    EXPECT_EQ(sa, sb);
+    EXPECT_EQ(a, b);
+  }
+}
+
 TEST(RowKernels, StatsFindMaxCountAndBadValues) {
   const float ninf = -std::numeric_limits<float>::infinity();
   std::vector<float> row(37, ninf);
