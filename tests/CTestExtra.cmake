@@ -24,3 +24,18 @@ if(SPLASH_NODE)
   set_tests_properties(template_expected_current PROPERTIES SKIP_RETURN_CODE 77 LABELS reference)
 endif()
 # --- end template ---
+# --- tokenizer (tokenizer.json, GGUF and llama2.c vocabularies) ---
+# Re-encodes tests/tokenizer/strings.jsonl with the independent @huggingface/tokenizers (JS) and fails
+# if tests/tokenizer/qwen3_expected.jsonl (which test_tokenizer compares against) is stale; skipped
+# (77) when node_modules is missing.
+find_program(SPLASH_NODE node)
+if(SPLASH_NODE)
+  add_test(NAME tokenizer_expected_current
+           COMMAND ${SPLASH_NODE} ${PROJECT_SOURCE_DIR}/tests/tokenizer/make_expected.mjs --check)
+  set_tests_properties(tokenizer_expected_current PROPERTIES SKIP_RETURN_CODE 77 LABELS reference)
+endif()
+# test_tokenizer reads GGUF vocabularies through the formats module's reader.
+if(TARGET test_tokenizer)
+  target_link_libraries(test_tokenizer PRIVATE splash_formats)
+endif()
+# --- end tokenizer ---

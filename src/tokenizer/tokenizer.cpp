@@ -234,8 +234,16 @@ std::vector<Fragment> split_added(const TokenizerImpl& t, std::string_view text,
   return out;
 }
 
+bool is_ascii(std::string_view s) {
+  for (char c : s)
+    if (static_cast<unsigned char>(c) >= 0x80) return false;
+  return true;
+}
+
 std::string normalize(const TokenizerImpl& t, std::string_view text) {
   std::string s(text);
+  // ASCII is invariant under all four normal forms; most of a code prompt is ASCII.
+  if (t.normalizers.empty() || is_ascii(s)) return s;
   for (Normalizer nf : t.normalizers) {
     int opts = UTF8PROC_STABLE;
     switch (nf) {
@@ -381,10 +389,12 @@ void Tokenizer::append_piece(int32_t id, bool skip_special, bool& at_start, std:
   if (id < 0 || id >= t.n_vocab()) return;
   if (skip_special && t.special[id]) return;
   std::string_view p = t.pieces[id];
+  // Only the first token written can carry the encoder's prefix space (HF's Strip decoder, llama.cpp's
+  // remove_space); a shown special token (<s>) ends the start too, as in HF.
   if (at_start && t.kind == TokenizerKind::kSentencePiece && t.add_space_prefix && !t.special[id] &&
       !p.empty() && p[0] == ' ')
     p.remove_prefix(1);
-  if (!p.empty()) at_start = false;
+  at_start = false;
   out.append(p);
 }
 
