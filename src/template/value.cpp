@@ -305,7 +305,7 @@ std::string js_json_quote(std::string_view s) {
       case '\t': out += "\\t"; break;
       default:
         if (c < 0x20) {
-          char buf[8];
+          char buf[16];
           std::snprintf(buf, sizeof(buf), "\\u%04x", c);
           out += buf;
         } else {
@@ -337,7 +337,7 @@ std::pair<uint32_t, size_t> decode_utf8(std::string_view s, size_t i) {
 // The reference's makeAsciiSafe: every UTF-16 unit from 0x7f up becomes \uXXXX.
 std::string make_ascii_safe(std::string_view s) {
   std::string out;
-  char buf[8];
+  char buf[16];
   for (size_t i = 0; i < s.size();) {
     auto [cp, len] = decode_utf8(s, i);
     i += len;
