@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "sampling/fast_exp.h"
@@ -23,10 +24,11 @@ constexpr float kPosInf = std::numeric_limits<float>::infinity();
 constexpr int kBuckets = 1024;
 
 using Candidate = FilterScratch::Candidate;
+typedef float v4f __attribute__((vector_size(16)));
+typedef int32_t v4i __attribute__((vector_size(16)));
 
 struct RowScan {
   float max = kNegInf;
-  int32_t argmax = -1;  // lowest id among the maxima
   size_t n_finite = 0;  // logits that are not -inf
 };
 
@@ -46,7 +48,6 @@ Result<RowScan> scan_row(std::span<const float> logits) {
   RowScan s;
   s.n_finite = st.n_finite;
   s.max = st.max;
-  s.argmax = static_cast<int32_t>(std::find(logits.begin(), logits.end(), s.max) - logits.begin());
   return s;
 }
 
@@ -60,6 +61,33 @@ bool by_logit_desc(const Candidate& a, const Candidate& b) {
   return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
 }
 
+// pool = {(l, i) : l >= lo} in id order. Branch-free inside a block (write always, advance on a
+// hit): a third of a row can pass, and a mispredicted branch per token costs more than the pass.
+// Blocks of 8 with no hit (the common case for a tight bound) are skipped with one vector test.
+void collect_at_least(std::span<const float> logits, float lo, std::vector<Candidate>& pool) {
+  const size_t n = logits.size();
+  pool.resize(n);
+  size_t k = 0;
+  size_t i = 0;
+  const v4f t = {lo, lo, lo, lo};
+  for (; i + 8 <= n; i += 8) {
+    v4f a, b;
+    std::memcpy(&a, logits.data() + i, sizeof(a));
+    std::memcpy(&b, logits.data() + i + 4, sizeof(b));
+    const v4i hit = (a >= t) | (b >= t);
+    if ((hit[0] | hit[1] | hit[2] | hit[3]) == 0) continue;
+    for (size_t j = i; j < i + 8; ++j) {
+      pool[k] = Candidate{logits[j], static_cast<int32_t>(j)};
+      k += logits[j] >= lo;
+    }
+  }
+  for (; i < n; ++i) {
+    pool[k] = Candidate{logits[i], static_cast<int32_t>(i)};
+    k += logits[i] >= lo;
+  }
+  pool.resize(k);
+}
+
 // The k best (logit desc, id asc) of the row, unordered. Streams once, buffering every logit above
 // the k-th best seen so far; the buffer is cut back to k when it fills. A later logit equal to that
 // threshold has a higher id than every tied buffered one, so it can never enter: `>` is exact.
@@ -68,16 +96,29 @@ void stream_top_k(std::span<const float> logits, size_t k, std::vector<Candidate
   pool.clear();
   pool.reserve(cap);
   float threshold = kNegInf;
-  for (size_t i = 0; i < logits.size(); ++i) {
+  auto consider = [&](size_t i) {
     const float l = logits[i];
-    if (!(l > threshold)) continue;
+    if (!(l > threshold)) return;
     pool.push_back({l, static_cast<int32_t>(i)});
     if (pool.size() == cap) {
       std::nth_element(pool.begin(), pool.begin() + (k - 1), pool.end(), by_logit_desc);
       pool.resize(k);
       threshold = pool[k - 1].logit;
     }
+  };
+  // Once the threshold has risen, almost every block of 8 is below it: test the block at once.
+  const size_t n = logits.size();
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    v4f a, b;
+    std::memcpy(&a, logits.data() + i, sizeof(a));
+    std::memcpy(&b, logits.data() + i + 4, sizeof(b));
+    const v4f t = {threshold, threshold, threshold, threshold};
+    const v4i hit = (a > t) | (b > t);
+    if ((hit[0] | hit[1] | hit[2] | hit[3]) == 0) continue;
+    for (size_t j = i; j < i + 8; ++j) consider(j);
   }
+  for (; i < n; ++i) consider(i);
   if (pool.size() > k) {
     std::nth_element(pool.begin(), pool.begin() + (k - 1), pool.end(), by_logit_desc);
     pool.resize(k);
@@ -96,10 +137,7 @@ void top_p_cut(std::span<const float> logits, const RowScan& s, float top_p, dou
   // (1 - top_p) * z (less a margin for rounding) means the cut can never fall below t.
   float lo = static_cast<float>(s.max + std::log((1.0 - top_p) * z / static_cast<double>(s.n_finite))) - 0.01f;
   lo = std::max(lo, floor_logit);
-  pool.clear();
-  for (size_t i = 0; i < logits.size(); ++i) {
-    if (logits[i] >= lo) pool.push_back({logits[i], static_cast<int32_t>(i)});
-  }
+  collect_at_least(logits, lo, pool);
   lo = std::max(lo, s.max - 64.0f);  // the histogram range; lower entries share bucket 0
   const float scale = s.max > lo ? static_cast<float>(kBuckets) / (s.max - lo) : 0.0f;
   auto& bucket = scratch.bucket;
@@ -165,7 +203,9 @@ Status filter_logits(std::span<const float> logits, const SamplingParams& params
   SPLASH_TRY(const RowScan s, scan_row(logits));
   out.clear();
   if (params.is_greedy()) {
-    out.push_back(TokenProb{s.argmax, 1.0f});
+    // The first occurrence of the max: the lowest id wins a tie.
+    const auto argmax = std::find(logits.begin(), logits.end(), s.max) - logits.begin();
+    out.push_back(TokenProb{static_cast<int32_t>(argmax), 1.0f});
     return {};
   }
 
@@ -178,11 +218,13 @@ Status filter_logits(std::span<const float> logits, const SamplingParams& params
   if (!use_top_k && !use_top_p && !use_min_p) {
     // Plain softmax over every finite logit, already in id order.
     const double inv = 1.0 / fill_weights(logits, s.max, params.temperature, scratch.weights);
-    out.reserve(s.n_finite);
-    for (size_t i = 0; i < n; ++i) {
-      if (logits[i] == kNegInf) continue;
-      out.push_back(TokenProb{static_cast<int32_t>(i), static_cast<float>(scratch.weights[i] * inv)});
+    out.resize(n);
+    size_t k = 0;
+    for (size_t i = 0; i < n; ++i) {  // branch-free skip of -inf
+      out[k] = TokenProb{static_cast<int32_t>(i), static_cast<float>(scratch.weights[i] * inv)};
+      k += logits[i] != kNegInf;
     }
+    out.resize(k);
     return {};
   }
 
@@ -212,10 +254,7 @@ Status filter_logits(std::span<const float> logits, const SamplingParams& params
     const double z = fill_weights(logits, s.max, 1.0f, scratch.weights);
     top_p_cut(logits, s, params.top_p, z, floor_logit, scratch);
   } else {
-    pool.clear();
-    for (size_t i = 0; i < n; ++i) {
-      if (logits[i] >= floor_logit) pool.push_back({logits[i], static_cast<int32_t>(i)});
-    }
+    collect_at_least(logits, floor_logit, pool);
   }
   // Every rule keeps an upper set of the logits, so min_p can filter the (unordered) survivors.
   if (use_min_p) std::erase_if(pool, [&](const Candidate& c) { return !passes_min_p(c.logit); });
