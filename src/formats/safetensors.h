@@ -74,6 +74,8 @@ class SafeTensorsFile {
 
 // A checkpoint: one file, or a directory holding `model.safetensors.index.json` (shards listed
 // in its weight_map, each opened once) or a single `model.safetensors`. One lookup over all shards.
+// With an index, the model's tensors are exactly the weight_map entries: a listed tensor missing
+// from its shard (or a missing shard) is an error; extra tensors in a shard are not visible.
 class SafeTensorsModel {
  public:
   // `path` is a directory or a .safetensors file.
