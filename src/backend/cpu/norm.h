@@ -1,6 +1,6 @@
 // RMSNorm: out[i] = x[i] / sqrt(mean(x[i]^2) + eps) * weight, per row, computed in fp32 with a
-// sum of squares that stays accurate for wide rows (several partial sums, then a tree combine; the
-// scalar reference accumulates in double).
+// sum of squares that stays accurate for wide rows (f32 partial sums per block of 1024, blocks summed
+// in double; the scalar reference accumulates in double throughout).
 //
 // Thread-safety: pure functions over caller-owned buffers; single-threaded.
 #pragma once
