@@ -12,6 +12,19 @@ if(SPLASH_NUMPY_PYTHON)
     WORKING_DIRECTORY ${PROJECT_SOURCE_DIR}/tests/reference)
   set_tests_properties(reference_selftest PROPERTIES LABELS "reference" TIMEOUT 300)
 endif()
+# The test-model generator checked by the reference: every format and type it writes loads in numpy
+# with finite, non-degenerate logits, and GGUF-F32 agrees with safetensors-F32 of the same seed.
+if(TARGET splash_testmodel)
+  add_executable(splash_make_test_model ${CMAKE_CURRENT_SOURCE_DIR}/reference/make_test_model_main.cpp)
+  target_link_libraries(splash_make_test_model PRIVATE splash_testmodel)
+  set_target_properties(splash_make_test_model PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR})
+  if(SPLASH_NUMPY_PYTHON)
+    add_test(NAME testmodel_reference
+      COMMAND ${SPLASH_NUMPY_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/reference/check_test_models.py
+              --tool $<TARGET_FILE:splash_make_test_model>)
+    set_tests_properties(testmodel_reference PROPERTIES LABELS "reference" TIMEOUT 600)
+  endif()
+endif()
 # --- end reference ------------------------------------------------------------------------------
 
 # --- template (chat templates, Jinja engine) ---
@@ -24,6 +37,14 @@ if(SPLASH_NODE)
   set_tests_properties(template_expected_current PROPERTIES SKIP_RETURN_CODE 77 LABELS reference)
 endif()
 # --- end template ---
+
+# --- backend_cpu (matmul kernels, thread pool) ---------------------------------------------------
+# The kernel tests cross-check against the formats module's MLX and GGML (de)quantizers.
+if(TARGET test_backend_cpu)
+  target_link_libraries(test_backend_cpu PRIVATE splash_formats)
+endif()
+# --- end backend_cpu -----------------------------------------------------------------------------
+
 # --- tokenizer (tokenizer.json, GGUF and llama2.c vocabularies) ---
 # Re-encodes tests/tokenizer/strings.jsonl with the independent @huggingface/tokenizers (JS) and fails
 # if tests/tokenizer/qwen3_expected.jsonl (which test_tokenizer compares against) is stale; skipped
@@ -39,10 +60,3 @@ if(TARGET test_tokenizer)
   target_link_libraries(test_tokenizer PRIVATE splash_formats)
 endif()
 # --- end tokenizer ---
-
-# --- backend_cpu (matmul kernels, thread pool) ---------------------------------------------------
-# The kernel tests cross-check against the formats module's MLX and GGML (de)quantizers.
-if(TARGET test_backend_cpu)
-  target_link_libraries(test_backend_cpu PRIVATE splash_formats)
-endif()
-# --- end backend_cpu -----------------------------------------------------------------------------

@@ -1,0 +1,153 @@
+#include "testmodel/test_model.h"
+
+#include <exception>
+
+#include "formats/mlx_quant.h"
+#include "testmodel/encode.h"
+#include "testmodel/tokenizer_gen.h"
+#include "testmodel/writers.h"
+
+namespace splash {
+namespace {
+
+constexpr uint32_t kSyntheticVocab = 400;
+
+TestModelSpec tiny(const char* arch) {
+  TestModelSpec s;
+  s.arch = arch;
+  return s;
+}
+
+TestModelSpec bench_qwen3(uint32_t hidden, uint32_t ffn) {
+  TestModelSpec s;
+  s.arch = "qwen3";
+  s.n_vocab = 151936;
+  s.n_embd = hidden;
+  s.n_ff = ffn;
+  s.n_layer = 28;
+  s.n_head = 16;
+  s.n_head_kv = 8;
+  s.head_dim = 128;
+  s.context_length = 40960;
+  s.rope_theta = 1000000.0f;
+  s.rms_eps = 1e-6f;
+  s.tie_embeddings = true;
+  s.gguf_type = DType::kQ8_0;
+  return s;
+}
+
+}  // namespace
+
+std::vector<std::string> test_model_preset_names() {
+  return {"tiny-llama", "tiny-qwen2", "tiny-qwen3", "tiny-llama-k", "tiny-qwen3-k", "qwen3-0.6b", "qwen3-1.7b"};
+}
+
+Result<TestModelSpec> test_model_preset(std::string_view name) {
+  if (name == "tiny-llama") return tiny("llama");
+  if (name == "tiny-qwen2") {
+    TestModelSpec s = tiny("qwen2");
+    s.tie_embeddings = true;
+    return s;
+  }
+  if (name == "tiny-qwen3") {
+    TestModelSpec s = tiny("qwen3");
+    s.head_dim = 32;  // 4 heads x 32 = 128 != n_embd 64: the q/k/o shapes differ from dim
+    return s;
+  }
+  if (name == "tiny-llama-k" || name == "tiny-qwen3-k") {
+    const bool qwen = name == "tiny-qwen3-k";
+    TestModelSpec s = tiny(qwen ? "qwen3" : "llama");
+    s.n_embd = 256;
+    s.n_ff = 512;
+    s.head_dim = qwen ? 128 : 64;  // qwen3: 4 x 128 = 512 != 256
+    s.gguf_type = DType::kQ4_K;
+    return s;
+  }
+  if (name == "qwen3-0.6b") return bench_qwen3(1024, 3072);
+  if (name == "qwen3-1.7b") return bench_qwen3(2048, 6144);
+  std::string known;
+  for (const auto& n : test_model_preset_names()) known += (known.empty() ? "" : ", ") + n;
+  return make_error("unknown test-model preset '", name, "' (known: ", known, ")");
+}
+
+Status validate_test_model_spec(const TestModelSpec& s) {
+  if (s.arch != "llama" && s.arch != "qwen2" && s.arch != "qwen3") {
+    return make_error("test model: arch '", s.arch, "' is not one of llama, qwen2, qwen3");
+  }
+  constexpr uint32_t kMaxDim = 1u << 16;
+  const std::pair<const char*, uint32_t> dims[] = {
+      {"n_embd", s.n_embd}, {"n_layer", s.n_layer}, {"n_head", s.n_head}, {"n_head_kv", s.n_head_kv},
+      {"head_dim", s.head_dim}, {"n_ff", s.n_ff}, {"context_length", s.context_length}};
+  for (const auto& [field, v] : dims) {
+    if (v == 0 || v > kMaxDim) return make_error("test model: ", field, " = ", v, " must be in [1, ", kMaxDim, "]");
+  }
+  if (s.n_vocab > (1u << 22)) return make_error("test model: n_vocab ", s.n_vocab, " is larger than 4M");
+  if (s.n_head % s.n_head_kv != 0) {
+    return make_error("test model: n_head ", s.n_head, " is not a multiple of n_head_kv ", s.n_head_kv);
+  }
+  if (s.head_dim % 2 != 0) return make_error("test model: head_dim ", s.head_dim, " must be even (RoPE pairs)");
+  if (s.arch != "qwen3" && s.n_head * s.head_dim != s.n_embd) {
+    return make_error("test model: ", s.arch, " needs n_head * head_dim (", s.n_head * s.head_dim,
+                      ") == n_embd (", s.n_embd, "); only qwen3 has an explicit head_dim");
+  }
+  if (!(s.rms_eps > 0.0f) || !(s.rope_theta > 0.0f)) {
+    return make_error("test model: rms_eps and rope_theta must be positive");
+  }
+  const uint64_t row_lengths[] = {s.n_embd, s.n_ff, uint64_t{s.n_head} * s.head_dim};
+  if (s.format == TestModelFormat::kGguf) {
+    if (!testmodel::gguf_type_supported(s.gguf_type)) {
+      return make_error("test model: GGUF type ", dtype_name(s.gguf_type),
+                        " is not one of F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K");
+    }
+    const uint32_t block = dtype_traits(s.gguf_type).block_elems;
+    for (uint64_t n : row_lengths) {
+      if (n % block != 0) {
+        return make_error("test model: ", dtype_name(s.gguf_type), " needs rows that are multiples of ",
+                          block, " values, but a matrix has rows of ", n,
+                          " (n_embd, n_ff and n_head * head_dim must all be multiples)");
+      }
+    }
+  } else {
+    if (s.safetensors_dtype != DType::kF32 && s.safetensors_dtype != DType::kF16 &&
+        s.safetensors_dtype != DType::kBF16) {
+      return make_error("test model: safetensors dtype ", dtype_name(s.safetensors_dtype), " is not F32, F16 or BF16");
+    }
+    if (s.mlx_bits != 0) {
+      SPLASH_TRY_STATUS(validate_mlx_quant_params({s.mlx_group_size, s.mlx_bits}, "test model"));
+      for (uint64_t n : row_lengths) {
+        if (n % s.mlx_group_size != 0) {
+          return make_error("test model: MLX group size ", s.mlx_group_size, " does not divide a row of ", n);
+        }
+      }
+    }
+  }
+  return {};
+}
+
+namespace {
+
+Status write_impl(const TestModelSpec& spec, const std::string& out_path) {
+  SPLASH_TRY_STATUS(validate_test_model_spec(spec));
+  testmodel::TokenizerData tok;
+  if (spec.tokenizer_json.empty()) {
+    SPLASH_TRY(tok, testmodel::make_synthetic_tokenizer(spec.arch == "llama", kSyntheticVocab));
+  } else {
+    SPLASH_TRY(tok, testmodel::load_hf_tokenizer(spec.tokenizer_json));
+  }
+  const uint32_t n_vocab = spec.n_vocab != 0 ? spec.n_vocab : static_cast<uint32_t>(tok.tokens.size());
+  SPLASH_TRY_STATUS(testmodel::pad_vocab(tok, n_vocab));
+  if (spec.format == TestModelFormat::kGguf) return testmodel::write_gguf_model(spec, tok, n_vocab, out_path);
+  return testmodel::write_safetensors_model(spec, tok, n_vocab, out_path);
+}
+
+}  // namespace
+
+Status write_test_model(const TestModelSpec& spec, const std::string& out_path) {
+  try {
+    return write_impl(spec, out_path);
+  } catch (const std::exception& e) {  // JSON, filesystem, allocation: report, never escape
+    return make_error("writing test model ", out_path, ": ", e.what());
+  }
+}
+
+}  // namespace splash

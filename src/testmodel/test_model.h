@@ -1,0 +1,78 @@
+// Tiny (and benchmark-sized) random-weight models for tests and benchmarks, written in the same
+// formats real models come in: GGUF (llama.cpp names and metadata, q/k rows permuted for `llama`)
+// and Hugging Face / MLX safetensors directories (config.json, tokenizer.json,
+// tokenizer_config.json, generation_config.json, optional MLX affine quantization).
+//
+// Weights are a pure function of (seed, Hugging Face tensor name): the same spec gives the same
+// weights in every format, so the numpy reference (tests/reference) can check a GGUF file against
+// the safetensors directory of the same seed. Tensors are generated row block by row block while
+// the file is written, so a 0.6B-parameter file streams to disk without holding the model in memory.
+//
+// Thread-safety: every function here is reentrant; nothing is shared between calls.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/result.h"
+
+namespace splash {
+
+enum class TestModelFormat : uint8_t {
+  kGguf,         // one .gguf file at out_path
+  kSafetensors,  // a directory at out_path (created if missing)
+};
+
+struct TestModelSpec {
+  std::string arch = "llama";  // "llama", "qwen2" (q/k/v biases) or "qwen3" (q/k norms, head_dim)
+  TestModelFormat format = TestModelFormat::kGguf;
+
+  uint32_t n_vocab = 0;      // 0 = the tokenizer's size; larger pads the vocabulary with [PADi] tokens
+  uint32_t n_embd = 64;
+  uint32_t n_layer = 2;
+  uint32_t n_head = 4;
+  uint32_t n_head_kv = 2;
+  uint32_t head_dim = 16;    // qwen3 may use n_head * head_dim != n_embd; llama/qwen2 need equality
+  uint32_t n_ff = 192;       // a multiple of 64 so MLX groups of 32/64 and Q8_0/Q4_0 blocks fit
+  uint32_t context_length = 2048;
+  float rope_theta = 10000.0f;
+  float rms_eps = 1e-6f;
+  bool tie_embeddings = false;  // no separate output matrix
+  uint64_t seed = 1;
+
+  // GGUF: type of every 2-D matrix ("pure": embeddings and output too); 1-D tensors are F32.
+  // F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K. Block types need rows (n_embd, n_ff,
+  // n_head * head_dim) that are multiples of the block size (32, or 256 for the K-quants).
+  DType gguf_type = DType::kF32;
+
+  // safetensors: dtype of every tensor when not MLX-quantized (F32, F16, BF16).
+  DType safetensors_dtype = DType::kF32;
+  // MLX affine quantization of every 2-D matrix (embeddings included); 0 = none. Scales and biases
+  // are stored in `safetensors_dtype` (F32 -> F16, as mlx-lm does for f32 checkpoints).
+  uint32_t mlx_bits = 0;
+  uint32_t mlx_group_size = 64;
+
+  // Path of a real Hugging Face tokenizer.json (byte-level BPE, e.g. Qwen3's); empty = a small
+  // synthetic tokenizer (byte-level BPE for qwen*, SentencePiece-style with byte fallback for llama).
+  // A tokenizer_config.json next to it supplies the chat template and special tokens.
+  std::string tokenizer_json;
+};
+
+// Named presets:
+//   tiny-llama, tiny-qwen2, tiny-qwen3      dim 64 (qwen3: head_dim 32, 4 heads -> 128 != 64)
+//   tiny-llama-k, tiny-qwen3-k              dim 256, ffn 512, head_dim 64: every row fits K-quants
+//   qwen3-0.6b, qwen3-1.7b                  the benchmark shapes (28 layers, tied embeddings,
+//                                           vocab 151936), Q8_0 unless changed by the caller
+Result<TestModelSpec> test_model_preset(std::string_view name);
+std::vector<std::string> test_model_preset_names();
+
+// Checks shapes and types against the chosen format; the message names the offending field.
+Status validate_test_model_spec(const TestModelSpec& spec);
+
+// Writes the model (file for GGUF, directory for safetensors). Atomic for each file written.
+Status write_test_model(const TestModelSpec& spec, const std::string& out_path);
+
+}  // namespace splash

@@ -1,0 +1,97 @@
+#include "testmodel/weights.h"
+
+#include <cmath>
+
+#include "core/check.h"
+#include "core/result.h"
+
+namespace splash::testmodel {
+namespace {
+
+uint64_t mix64(uint64_t z) {  // splitmix64's finalizer: a bijection with good avalanche
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+uint64_t name_hash(const std::string& s) {  // FNV-1a
+  uint64_t h = 0xCBF29CE484222325ull;
+  for (unsigned char c : s) h = (h ^ c) * 0x100000001B3ull;
+  return h;
+}
+
+constexpr uint64_t kGolden = 0x9E3779B97F4A7C15ull;
+
+// Approximately N(0, 1): Irwin-Hall sum of four 16-bit uniforms from one 64-bit hash, rescaled to
+// unit variance. Cheap enough for a 0.6B-parameter model in seconds; the tails are bounded (|x| <
+// 3.47), which keeps quantized test models free of outliers that would dominate their scales.
+float unit_normal(uint64_t h) {
+  const float s = static_cast<float>(h & 0xFFFF) + static_cast<float>((h >> 16) & 0xFFFF) +
+                  static_cast<float>((h >> 32) & 0xFFFF) + static_cast<float>(h >> 48);
+  constexpr float kMean = 2.0f * 65535.0f;
+  constexpr float kScale = 1.7320508f / 65536.0f;  // sqrt(3) / range: variance of 4 uniforms is 1/3
+  return (s - kMean) * kScale;
+}
+
+}  // namespace
+
+uint64_t TensorPlan::n_elems() const {
+  uint64_t n = 1;
+  for (uint64_t d : shape) n *= d;
+  return n;
+}
+
+std::vector<TensorPlan> plan_tensors(const TestModelSpec& spec, uint32_t n_vocab) {
+  std::vector<TensorPlan> out;
+  const uint64_t d = spec.n_embd;
+  const uint64_t q_dim = uint64_t{spec.n_head} * spec.head_dim;
+  const uint64_t kv_dim = uint64_t{spec.n_head_kv} * spec.head_dim;
+  const bool permute = spec.arch == "llama" && spec.format == TestModelFormat::kGguf;
+  // Matrices get std 1/sqrt(fan_in) so activations keep unit scale through deep stacks; the
+  // embedding/output scale 2.5/sqrt(d) gives logits with a spread of a few units (softmax neither
+  // flat nor one-hot), which keeps greedy decoding and quantization comparisons meaningful.
+  const float emb_scale = 2.5f / std::sqrt(static_cast<float>(d));
+  auto matrix = [&](std::string name, uint64_t rows, uint64_t cols, float scale, uint32_t rope_heads = 0) {
+    out.push_back(TensorPlan{std::move(name), {rows, cols}, TensorKind::kMatrix, scale, rope_heads});
+  };
+  auto inv_sqrt = [](uint64_t n) { return 1.0f / std::sqrt(static_cast<float>(n)); };
+  auto vec = [&](std::string name, uint64_t n, TensorKind kind, float scale) {
+    out.push_back(TensorPlan{std::move(name), {n}, kind, scale, 0});
+  };
+  matrix("model.embed_tokens.weight", n_vocab, d, emb_scale);
+  for (uint32_t il = 0; il < spec.n_layer; ++il) {
+    const std::string p = str_cat("model.layers.", il, ".");
+    vec(p + "input_layernorm.weight", d, TensorKind::kNorm, 0.1f);
+    matrix(p + "self_attn.q_proj.weight", q_dim, d, inv_sqrt(d), permute ? spec.n_head : 0);
+    matrix(p + "self_attn.k_proj.weight", kv_dim, d, inv_sqrt(d), permute ? spec.n_head_kv : 0);
+    matrix(p + "self_attn.v_proj.weight", kv_dim, d, inv_sqrt(d));
+    if (spec.arch == "qwen2") {
+      vec(p + "self_attn.q_proj.bias", q_dim, TensorKind::kBias, 0.1f);
+      vec(p + "self_attn.k_proj.bias", kv_dim, TensorKind::kBias, 0.1f);
+      vec(p + "self_attn.v_proj.bias", kv_dim, TensorKind::kBias, 0.1f);
+    }
+    matrix(p + "self_attn.o_proj.weight", d, q_dim, inv_sqrt(q_dim));
+    if (spec.arch == "qwen3") {
+      vec(p + "self_attn.q_norm.weight", spec.head_dim, TensorKind::kNorm, 0.1f);
+      vec(p + "self_attn.k_norm.weight", spec.head_dim, TensorKind::kNorm, 0.1f);
+    }
+    vec(p + "post_attention_layernorm.weight", d, TensorKind::kNorm, 0.1f);
+    matrix(p + "mlp.gate_proj.weight", spec.n_ff, d, inv_sqrt(d));
+    matrix(p + "mlp.up_proj.weight", spec.n_ff, d, inv_sqrt(d));
+    matrix(p + "mlp.down_proj.weight", d, spec.n_ff, inv_sqrt(spec.n_ff));
+  }
+  vec("model.norm.weight", d, TensorKind::kNorm, 0.1f);
+  if (!spec.tie_embeddings) matrix("lm_head.weight", n_vocab, d, emb_scale);
+  return out;
+}
+
+void generate_values(const TensorPlan& t, uint64_t seed, uint64_t first, std::span<float> out) {
+  SPLASH_CHECK(first + out.size() <= t.n_elems());
+  const uint64_t base = mix64(mix64(seed) ^ name_hash(t.hf_name));
+  const float offset = t.kind == TensorKind::kNorm ? 1.0f : 0.0f;
+  for (size_t i = 0; i < out.size(); ++i) {
+    out[i] = offset + t.scale * unit_normal(mix64(base + (first + i + 1) * kGolden));
+  }
+}
+
+}  // namespace splash::testmodel

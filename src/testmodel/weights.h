@@ -1,0 +1,37 @@
+// The tensors of a test model and their deterministic values. A value depends only on
+// (seed, Hugging Face tensor name, element index), so any row range of any tensor can be generated
+// on its own, in any order, by any writer, and every format gets bit-identical f32 weights.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "testmodel/test_model.h"
+
+namespace splash::testmodel {
+
+enum class TensorKind : uint8_t { kMatrix, kNorm, kBias };
+
+struct TensorPlan {
+  std::string hf_name;           // "model.layers.0.self_attn.q_proj.weight"
+  std::vector<uint64_t> shape;   // row-major: [rows, cols] for matrices, [n] for norms and biases
+  TensorKind kind = TensorKind::kMatrix;
+  float scale = 0.0f;            // matrices/biases: standard deviation; norms: spread around 1
+  // For q/k projections of llama-family GGUF files: heads whose rows are permuted for interleaved
+  // RoPE (0 = no permutation).
+  uint32_t rope_heads = 0;
+
+  uint64_t n_elems() const;
+  uint64_t rows() const { return shape.size() == 2 ? shape[0] : 1; }
+  uint64_t cols() const { return shape.back(); }
+};
+
+// Every tensor of the model in HF order (embeddings, layers, final norm, lm_head unless tied).
+std::vector<TensorPlan> plan_tensors(const TestModelSpec& spec, uint32_t n_vocab);
+
+// Fills `out` with elements [first, first + out.size()) of the tensor, row-major, HF layout.
+void generate_values(const TensorPlan& t, uint64_t seed, uint64_t first, std::span<float> out);
+
+}  // namespace splash::testmodel

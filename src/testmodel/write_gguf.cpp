@@ -1,0 +1,118 @@
+#include <algorithm>
+#include <vector>
+
+#include "formats/gguf_writer.h"
+#include "formats/tensor_names.h"
+#include "testmodel/encode.h"
+#include "testmodel/weights.h"
+#include "testmodel/writers.h"
+
+namespace splash::testmodel {
+namespace {
+
+using gguf::Value;
+using gguf::ValueType;
+
+// llama.cpp's general.file_type (llama_ftype) for a "pure" file of one matrix type.
+uint32_t file_type_of(DType t) {
+  switch (t) {
+    case DType::kF32: return 0;
+    case DType::kF16: return 1;
+    case DType::kQ4_0: return 2;
+    case DType::kQ8_0: return 7;
+    case DType::kQ4_K: return 14;  // Q4_K_S
+    case DType::kQ5_K: return 16;  // Q5_K_S
+    case DType::kQ6_K: return 18;
+    case DType::kBF16: return 32;
+    default: return 0;
+  }
+}
+
+Status set_metadata(gguf::GgufWriter& w, const TestModelSpec& s, const TokenizerData& tok) {
+  const std::string& a = s.arch;
+  SPLASH_TRY_STATUS(w.set_string("general.architecture", a));
+  SPLASH_TRY_STATUS(w.set_string("general.name", str_cat("splash-test-", a)));
+  SPLASH_TRY_STATUS(w.set_u32("general.file_type", file_type_of(s.gguf_type)));
+  SPLASH_TRY_STATUS(w.set_u32("general.quantization_version", 2));
+  SPLASH_TRY_STATUS(w.set_u32(a + ".context_length", s.context_length));
+  SPLASH_TRY_STATUS(w.set_u32(a + ".embedding_length", s.n_embd));
+  SPLASH_TRY_STATUS(w.set_u32(a + ".block_count", s.n_layer));
+  SPLASH_TRY_STATUS(w.set_u32(a + ".feed_forward_length", s.n_ff));
+  SPLASH_TRY_STATUS(w.set_u32(a + ".attention.head_count", s.n_head));
+  SPLASH_TRY_STATUS(w.set_u32(a + ".attention.head_count_kv", s.n_head_kv));
+  SPLASH_TRY_STATUS(w.set_u32(a + ".attention.key_length", s.head_dim));
+  SPLASH_TRY_STATUS(w.set_u32(a + ".attention.value_length", s.head_dim));
+  SPLASH_TRY_STATUS(w.set_u32(a + ".rope.dimension_count", s.head_dim));
+  SPLASH_TRY_STATUS(w.set_f32(a + ".rope.freq_base", s.rope_theta));
+  SPLASH_TRY_STATUS(w.set_f32(a + ".attention.layer_norm_rms_epsilon", s.rms_eps));
+  SPLASH_TRY_STATUS(w.set_u32(a + ".vocab_size", static_cast<uint32_t>(tok.tokens.size())));
+
+  SPLASH_TRY_STATUS(w.set_string("tokenizer.ggml.model", tok.spm ? "llama" : "gpt2"));
+  if (!tok.pre.empty()) SPLASH_TRY_STATUS(w.set_string("tokenizer.ggml.pre", tok.pre));
+  SPLASH_TRY_STATUS(w.set("tokenizer.ggml.tokens", Value::array_of_strings(tok.tokens)));
+  if (tok.spm) {
+    std::vector<double> scores(tok.scores.begin(), tok.scores.end());
+    SPLASH_TRY_STATUS(w.set("tokenizer.ggml.scores", Value::array_of_floats(ValueType::kF32, std::move(scores))));
+  }
+  std::vector<int64_t> types;
+  types.reserve(tok.token_types.size());
+  for (TokenType t : tok.token_types) types.push_back(static_cast<int64_t>(t));
+  SPLASH_TRY_STATUS(w.set("tokenizer.ggml.token_type", Value::array_of_ints(ValueType::kI32, std::move(types))));
+  if (!tok.spm) SPLASH_TRY_STATUS(w.set("tokenizer.ggml.merges", Value::array_of_strings(tok.merges)));
+  if (tok.bos >= 0) SPLASH_TRY_STATUS(w.set_u32("tokenizer.ggml.bos_token_id", static_cast<uint32_t>(tok.bos)));
+  if (tok.eos >= 0) SPLASH_TRY_STATUS(w.set_u32("tokenizer.ggml.eos_token_id", static_cast<uint32_t>(tok.eos)));
+  if (tok.unk >= 0) SPLASH_TRY_STATUS(w.set_u32("tokenizer.ggml.unknown_token_id", static_cast<uint32_t>(tok.unk)));
+  if (tok.pad >= 0) SPLASH_TRY_STATUS(w.set_u32("tokenizer.ggml.padding_token_id", static_cast<uint32_t>(tok.pad)));
+  SPLASH_TRY_STATUS(w.set_bool("tokenizer.ggml.add_bos_token", tok.add_bos));
+  if (tok.spm) SPLASH_TRY_STATUS(w.set_bool("tokenizer.ggml.add_space_prefix", true));
+  if (!tok.chat_template.empty()) SPLASH_TRY_STATUS(w.set_string("tokenizer.chat_template", tok.chat_template));
+  return {};
+}
+
+}  // namespace
+
+uint64_t chunk_rows(uint64_t rows, uint64_t cols, uint32_t head_dim, bool whole_heads) {
+  uint64_t n = std::max<uint64_t>(1, (uint64_t{1} << 20) / std::max<uint64_t>(cols, 1));
+  if (whole_heads) n = std::max<uint64_t>(head_dim, n / head_dim * head_dim);
+  return std::min(n, rows);
+}
+
+Status write_gguf_model(const TestModelSpec& spec, const TokenizerData& tok, uint32_t n_vocab,
+                        const std::string& path) {
+  gguf::GgufWriter w;
+  SPLASH_TRY_STATUS(set_metadata(w, spec, tok));
+  for (const TensorPlan& t : plan_tensors(spec, n_vocab)) {
+    const auto name = hf_to_gguf_name(t.hf_name);
+    SPLASH_CHECK_MSG(name.has_value(), t.hf_name);  // plan_tensors only makes names the map knows
+    const DType type = t.kind == TensorKind::kMatrix ? spec.gguf_type : DType::kF32;
+    std::vector<uint64_t> shape(t.shape.rbegin(), t.shape.rend());  // GGUF: innermost first
+    const uint64_t seed = spec.seed;
+    const uint32_t head_dim = spec.head_dim;
+    auto produce = [t, type, seed, head_dim](gguf::ByteSink& sink) -> Status {
+      const uint64_t rows = t.rows();
+      const uint64_t cols = t.cols();
+      const bool permute = t.rope_heads != 0;
+      const uint64_t step = chunk_rows(rows, cols, head_dim, permute);
+      std::vector<float> vals;
+      std::vector<uint8_t> bytes;
+      for (uint64_t r = 0; r < rows; r += step) {
+        const uint64_t n = std::min(step, rows - r);
+        vals.resize(n * cols);
+        generate_values(t, seed, r * cols, vals);
+        // HF rows are in rotate-half order; llama GGUF files store them for interleaved RoPE.
+        if (permute) {
+          permute_rope_rows(vals.data(), cols * sizeof(float), static_cast<int>(n / head_dim),
+                            static_cast<int>(head_dim), /*to_interleaved=*/true);
+        }
+        bytes.clear();
+        SPLASH_TRY_STATUS(encode_rows(type, vals, cols, bytes));
+        SPLASH_TRY_STATUS(sink.write(bytes));
+      }
+      return {};
+    };
+    SPLASH_TRY_STATUS(w.add_tensor_producer(*name, type, std::move(shape), std::move(produce)));
+  }
+  return w.write(path);
+}
+
+}  // namespace splash::testmodel

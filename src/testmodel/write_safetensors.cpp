@@ -1,0 +1,155 @@
+#include <filesystem>
+#include <memory>
+#include <system_error>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/mapped_file.h"
+#include "formats/mlx_quant.h"
+#include "formats/safetensors_writer.h"
+#include "testmodel/encode.h"
+#include "testmodel/weights.h"
+#include "testmodel/writers.h"
+
+namespace splash::testmodel {
+namespace {
+
+using nlohmann::ordered_json;
+
+const char* hf_class(const std::string& arch) {
+  if (arch == "qwen2") return "Qwen2ForCausalLM";
+  if (arch == "qwen3") return "Qwen3ForCausalLM";
+  return "LlamaForCausalLM";
+}
+
+const char* torch_dtype(DType t) {
+  return t == DType::kF16 ? "float16" : t == DType::kBF16 ? "bfloat16" : "float32";
+}
+
+std::string config_json(const TestModelSpec& s, const TokenizerData& tok, uint32_t n_vocab) {
+  ordered_json c;
+  c["architectures"] = {hf_class(s.arch)};
+  c["model_type"] = s.arch;
+  c["hidden_size"] = s.n_embd;
+  c["intermediate_size"] = s.n_ff;
+  c["num_hidden_layers"] = s.n_layer;
+  c["num_attention_heads"] = s.n_head;
+  c["num_key_value_heads"] = s.n_head_kv;
+  c["head_dim"] = s.head_dim;
+  c["hidden_act"] = "silu";
+  c["max_position_embeddings"] = s.context_length;
+  c["rms_norm_eps"] = s.rms_eps;
+  c["rope_theta"] = s.rope_theta;
+  c["vocab_size"] = n_vocab;
+  c["tie_word_embeddings"] = s.tie_embeddings;
+  c["attention_bias"] = s.arch == "qwen2";
+  c["bos_token_id"] = tok.bos >= 0 ? ordered_json(tok.bos) : ordered_json(nullptr);
+  c["eos_token_id"] = tok.eos >= 0 ? ordered_json(tok.eos) : ordered_json(nullptr);
+  c["torch_dtype"] = torch_dtype(s.safetensors_dtype);
+  if (s.mlx_bits != 0) {
+    c["quantization"] = {{"group_size", s.mlx_group_size}, {"bits", s.mlx_bits}};
+  }
+  return c.dump(2);
+}
+
+std::string generation_config_json(const TokenizerData& tok) {
+  ordered_json g;
+  if (tok.bos >= 0) g["bos_token_id"] = tok.bos;
+  if (tok.eos >= 0) g["eos_token_id"] = tok.eos;
+  if (tok.pad >= 0) g["pad_token_id"] = tok.pad;
+  g["do_sample"] = false;
+  return g.dump(2);
+}
+
+Status write_text(const std::filesystem::path& p, const std::string& text) {
+  return write_file_atomic(p.string(), std::span(reinterpret_cast<const uint8_t*>(text.data()), text.size()));
+}
+
+// Shares one MLX quantization between the producers of <m>.weight, <m>.scales and <m>.biases,
+// which the writer calls in that order: one tensor in memory at a time.
+struct MlxSlot {
+  std::unique_ptr<MlxQuantized> q;
+};
+
+}  // namespace
+
+Status write_safetensors_model(const TestModelSpec& spec, const TokenizerData& tok, uint32_t n_vocab,
+                               const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return make_error(dir, ": cannot create the output directory: ", ec.message());
+
+  const uint64_t seed = spec.seed;
+  const DType dt = spec.safetensors_dtype;
+  const DType scale_dt = dt == DType::kF32 ? DType::kF16 : dt;
+  const MlxQuantParams mp{spec.mlx_group_size, spec.mlx_bits};
+  std::vector<SafeTensorWrite> writes;
+  for (const TensorPlan& t : plan_tensors(spec, n_vocab)) {
+    if (spec.mlx_bits != 0 && t.kind == TensorKind::kMatrix) {
+      const std::string base = t.hf_name.substr(0, t.hf_name.size() - std::string(".weight").size());
+      auto slot = std::make_shared<MlxSlot>();
+      const uint64_t rows = t.rows(), cols = t.cols();
+      SafeTensorWrite w;
+      w.name = t.hf_name;
+      w.dtype = DType::kU32;
+      w.shape = {rows, cols * spec.mlx_bits / 32};
+      w.produce = [t, seed, mp, scale_dt, slot, rows, cols](ByteSink& sink) -> Status {
+        std::vector<float> vals(rows * cols);
+        generate_values(t, seed, 0, vals);
+        SPLASH_TRY(MlxQuantized q, mlx_quantize(vals, rows, cols, mp, scale_dt));
+        slot->q = std::make_unique<MlxQuantized>(std::move(q));
+        const auto& wq = slot->q->weight;
+        return sink.write(std::span(reinterpret_cast<const uint8_t*>(wq.data()), wq.size() * 4));
+      };
+      writes.push_back(std::move(w));
+      for (const bool is_scale : {true, false}) {
+        SafeTensorWrite s;
+        s.name = base + (is_scale ? ".scales" : ".biases");
+        s.dtype = scale_dt;
+        s.shape = {rows, cols / spec.mlx_group_size};
+        s.produce = [slot, is_scale](ByteSink& sink) -> Status {
+          SPLASH_CHECK(slot->q != nullptr);  // the writer keeps tensor order
+          Status st = sink.write(is_scale ? slot->q->scales : slot->q->biases);
+          if (!is_scale) slot->q.reset();
+          return st;
+        };
+        writes.push_back(std::move(s));
+      }
+      continue;
+    }
+    SafeTensorWrite w;
+    w.name = t.hf_name;
+    w.dtype = dt;
+    w.shape = t.shape;
+    w.produce = [t, seed, dt](ByteSink& sink) -> Status {
+      const uint64_t rows = t.rows(), cols = t.cols();
+      const uint64_t step = chunk_rows(rows, cols, 1, false);
+      std::vector<float> vals;
+      std::vector<uint8_t> bytes;
+      for (uint64_t r = 0; r < rows; r += step) {
+        const uint64_t n = std::min(step, rows - r);
+        vals.resize(n * cols);
+        generate_values(t, seed, r * cols, vals);
+        bytes.clear();
+        SPLASH_TRY_STATUS(encode_rows(dt, vals, cols, bytes));
+        SPLASH_TRY_STATUS(sink.write(bytes));
+      }
+      return {};
+    };
+    writes.push_back(std::move(w));
+  }
+  const std::map<std::string, std::string> meta = {{"format", spec.mlx_bits != 0 ? "mlx" : "pt"}};
+  SPLASH_TRY(auto files, write_safetensors_checkpoint(dir, writes, meta));
+  (void)files;
+  const std::filesystem::path d(dir);
+  SPLASH_TRY_STATUS(write_text(d / "config.json", config_json(spec, tok, n_vocab)));
+  SPLASH_TRY_STATUS(write_text(d / "generation_config.json", generation_config_json(tok)));
+  SPLASH_TRY_STATUS(write_text(d / "tokenizer.json", tok.tokenizer_json));
+  if (!tok.tokenizer_config_json.empty()) {
+    SPLASH_TRY_STATUS(write_text(d / "tokenizer_config.json", tok.tokenizer_config_json));
+  }
+  return {};
+}
+
+}  // namespace splash::testmodel

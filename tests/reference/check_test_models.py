@@ -1,0 +1,197 @@
+#!/usr/bin/python3
+"""Checks the C++ test-model generator against the independent numpy reference.
+
+For every architecture (llama, qwen2, qwen3) and every format/type the generator writes:
+  * the reference loads the file and produces finite, non-degenerate logits;
+  * GGUF-F32 and safetensors-F32 of the same seed give the same logits (1e-5 relative): this is
+    what catches q/k permutation or naming bugs in either writer, since the GGUF llama file stores
+    permuted rows and is run with interleaved RoPE while the safetensors one uses rotate-half;
+  * half types, GGML block types and MLX affine types stay close to F32 (their quantizers are
+    checked through the reference's own dequantization);
+  * the synthetic tokenizers agree between formats: the SPM vocabulary in the llama GGUF (read by
+    the reference's tokenizer) and tokenizer.json (read by @huggingface/tokenizers under node,
+    when installed) give the same ids.
+
+Usage: check_test_models.py --tool build/splash_make_test_model [--keep DIR]
+Exits non-zero on the first failed check.
+"""
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+import model as ref_model  # noqa: E402
+import readers  # noqa: E402
+import spm  # noqa: E402
+
+TOKENS = [1, 17, 300, 42, 5, 99, 250, 7, 123, 64, 3, 211]
+FAILED = []
+
+
+def check(cond, msg):
+    print(("ok    " if cond else "FAIL  ") + msg, flush=True)
+    if not cond:
+        FAILED.append(msg)
+
+
+def make(tool, out, *flags):
+    cmd = [tool, "--out", out, *flags]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd)} failed: {r.stderr}")
+    return out
+
+
+def logits(path):
+    return ref_model.forward(ref_model.load(path), TOKENS)
+
+
+def rel_err(a, b):
+    return float(np.abs(a - b).max() / np.abs(b).max())
+
+
+def sane(name, x):
+    ok = bool(np.isfinite(x).all())
+    spread = float(x.std(axis=-1).min())
+    distinct = len({int(i) for i in x.argmax(axis=-1)})
+    check(ok and spread > 0.3 and distinct > 1,
+          f"{name}: finite logits, min per-position std {spread:.3f}, {distinct} distinct argmaxes")
+
+
+def nmse(a, b):
+    return float(((a - b) ** 2).mean() / (b ** 2).mean())
+
+
+# Largest per-tensor weight nmse (reference dequantization vs the F32 file of the same seed) that
+# each type may show on these near-normal weights; a block-layout bug gives ~1 or more.
+WEIGHT_NMSE = {"f16": 1e-6, "bf16": 1e-4, "q8_0": 1e-4, "q6_k": 1e-3, "q5_k": 3e-3,
+               "q4_k": 1.2e-2, "q4_0": 1.5e-2, "mlx4": 1.5e-2, "mlx8": 1e-4}
+
+
+def weights_close(name, kind, qpath, fpath):
+    if os.path.isdir(qpath):
+        q, f = readers.SafetensorsDir(qpath), readers.SafetensorsDir(fpath)
+        names = [n for n in f.where if n.endswith(".weight") and len(f.raw(n)[0].shape) == 2]
+        pairs = ((q.tensor(n), f.tensor(n)) for n in names)
+    else:
+        q, f = readers.GGUFFile(qpath), readers.GGUFFile(fpath)
+        names = [n for n in q.tensors if q.type_name(n) != "F32"]
+        pairs = ((q.tensor(n), f.tensor(n)) for n in names)
+    worst = max(nmse(x, y) for x, y in pairs)
+    check(len(names) > 0 and worst < WEIGHT_NMSE[kind],
+          f"{name}: {len(names)} matrices, worst weight nmse {worst:.2e} < {WEIGHT_NMSE[kind]:.0e}")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--tool", required=True)
+    ap.add_argument("--keep", help="write the models here and keep them")
+    a = ap.parse_args()
+    tmp = a.keep or tempfile.mkdtemp(prefix="splash_testmodels_")
+    os.makedirs(tmp, exist_ok=True)
+    p = lambda n: os.path.join(tmp, n)
+    try:
+        for preset in ("tiny-llama", "tiny-qwen2", "tiny-qwen3"):
+            base = ["--preset", preset, "--seed", "11"]
+            g = make(a.tool, p(preset + ".gguf"), *base, "--type", "f32")
+            s = make(a.tool, p(preset + "-f32"), *base, "--format", "safetensors", "--dtype", "f32")
+            lg, ls = logits(g), logits(s)
+            sane(f"{preset} gguf f32", lg)
+            sane(f"{preset} safetensors f32", ls)
+            e = rel_err(lg, ls)
+            check(e < 1e-5, f"{preset}: GGUF-F32 vs safetensors-F32 logits, max rel err {e:.2e} < 1e-5")
+            other = make(a.tool, p(preset + "-seed12.gguf"), "--preset", preset, "--seed", "12")
+            check(rel_err(logits(other), lg) > 1e-2, f"{preset}: another seed gives other logits")
+            for t, tol in (("f16", 1e-5), ("bf16", 1e-3), ("q8_0", 2e-3), ("q4_0", 0.3)):
+                qf = make(a.tool, p(f"{preset}-{t}.gguf"), *base, "--type", t)
+                weights_close(f"{preset} gguf {t}", t, qf, g)
+                x = logits(qf)
+                sane(f"{preset} gguf {t}", x)
+                check(nmse(x, lg) < tol, f"{preset} gguf {t} vs f32: nmse {nmse(x, lg):.2e} < {tol}")
+            for dt, tol in (("bf16", 1e-3), ("f16", 1e-5)):
+                x = logits(make(a.tool, p(f"{preset}-{dt}"), *base, "--format", "safetensors", "--dtype", dt))
+                check(nmse(x, ls) < tol, f"{preset} safetensors {dt} vs f32: nmse {nmse(x, ls):.2e} < {tol}")
+            for bits, group, tol in (("4", "64", 0.3), ("8", "32", 2e-3)):
+                qd = make(a.tool, p(f"{preset}-mlx{bits}"), *base, "--mlx-bits", bits, "--mlx-group", group)
+                weights_close(f"{preset} mlx {bits}-bit", "mlx" + bits, qd, s)
+                x = logits(qd)
+                sane(f"{preset} mlx {bits}-bit", x)
+                check(nmse(x, ls) < tol, f"{preset} mlx {bits}-bit g{group} vs f32: nmse {nmse(x, ls):.2e} < {tol}")
+
+        # K-quants need rows that are multiples of 256.
+        for preset in ("tiny-llama-k", "tiny-qwen3-k"):
+            base = ["--preset", preset, "--seed", "5"]
+            fg = make(a.tool, p(preset + "-f32.gguf"), *base, "--type", "f32")
+            f = logits(fg)
+            s = logits(make(a.tool, p(preset + "-f32"), *base, "--format", "safetensors"))
+            check(rel_err(f, s) < 1e-5, f"{preset}: GGUF-F32 vs safetensors-F32 max rel err {rel_err(f, s):.2e}")
+            for t, tol in (("q8_0", 2e-3), ("q6_k", 1e-2), ("q5_k", 4e-2), ("q4_k", 0.15)):
+                qf = make(a.tool, p(f"{preset}-{t}.gguf"), *base, "--type", t)
+                weights_close(f"{preset} gguf {t}", t, qf, fg)
+                x = logits(qf)
+                sane(f"{preset} gguf {t}", x)
+                check(nmse(x, f) < tol, f"{preset} gguf {t} vs f32: nmse {nmse(x, f):.2e} < {tol}")
+
+        check_tokenizers(a.tool, p)
+    finally:
+        if not a.keep:
+            shutil.rmtree(tmp, ignore_errors=True)
+    if FAILED:
+        print(f"{len(FAILED)} check(s) failed")
+        return 1
+    print("all test-model checks passed")
+    return 0
+
+
+def check_tokenizers(tool, p):
+    strings = ["The little model reads the text.", "Hello, world! 2024", "  two  spaces",
+               "caf\u00e9 na\u00efve \u65e5\u672c", "The assistant answers the question."]
+    g = readers.GGUFFile(make(tool, p("tok-llama.gguf"), "--preset", "tiny-llama"))
+    v = spm.SpmVocab.from_gguf_metadata(g.metadata)
+    ref_ids = [v.encode(s, bos=False) for s in strings]
+    check(len(g.metadata["tokenizer.ggml.tokens"]) >= 300, "llama GGUF carries the synthetic SPM vocabulary")
+    check(all(v.decode([1] + ids) == s for ids, s in zip(ref_ids, strings)),
+          "SPM vocabulary round-trips text (byte fallback for non-ASCII)")
+    check(sum(len(i) for i in ref_ids) < sum(len(s) for s in strings) * 0.8,
+          "SPM merges shorten the token sequences")
+    node = shutil.which("node")
+    if not node:
+        print("skip  node not found: tokenizer.json not compared")
+        return
+    sfile = p("strings.json")
+    with open(sfile, "w") as f:
+        json.dump(strings, f)
+    for preset in ("tiny-llama", "tiny-qwen3"):
+        d = make(tool, p(f"tok-{preset}"), "--preset", preset, "--format", "safetensors")
+        r = subprocess.run([node, os.path.join(HERE, "hf_encode.mjs"), d, sfile], capture_output=True, text=True)
+        if r.returncode == 77:
+            print("skip  @huggingface/tokenizers not installed")
+            return
+        check(r.returncode == 0, f"{preset}: @huggingface/tokenizers loads the generated tokenizer.json {r.stderr[:300]}")
+        if r.returncode != 0:
+            continue
+        hf_ids = json.loads(r.stdout)
+        if preset == "tiny-llama":
+            check(hf_ids == ref_ids, f"tiny-llama: tokenizer.json (HF BPE) == GGUF SPM vocabulary on {len(strings)} strings"
+                  + ("" if hf_ids == ref_ids else f" {hf_ids} vs {ref_ids}"))
+        else:
+            with open(os.path.join(d, "tokenizer.json")) as f:
+                vocab = json.load(f)["model"]["vocab"]
+            inv = {i: t for t, i in vocab.items()}
+            check(all(len(ids) > 0 and all(i in inv for i in ids) for ids in hf_ids),
+                  "tiny-qwen3: byte-level BPE encodes every string with vocabulary ids")
+            check(sum(len(i) for i in hf_ids) < sum(len(s.encode()) for s in strings) * 0.8,
+                  "tiny-qwen3: merges shorten the byte sequences")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
