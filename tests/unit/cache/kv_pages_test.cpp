@@ -140,7 +140,7 @@ TEST(KvPages, SharedPrefixAndCopyOnWrite) {
   KvPageTable d = pool.share_prefix(b, 42);
   ASSERT_TRUE(pool.make_last_page_private(d).ok());
   EXPECT_NE(d.pages[1], b.pages[1]);
-  EXPECT_EQ(read_k(pool, d, 1, 41, 1, 0), 100410.25f);
+  EXPECT_EQ(read_k(pool, d, 1, 41, 0, 0), 100410.25f);
   for (KvPageTable* t : {&b, &a, &d, &c}) pool.release(*t);
   EXPECT_EQ(pool.kv_pages_used(), 0);
 }
