@@ -95,7 +95,8 @@ using Status = Result<void>;
 #define SPLASH_CONCAT_(a, b) SPLASH_CONCAT_INNER_(a, b)
 
 // SPLASH_TRY(auto x, expr): evaluates expr (a Result<T>), returns its error from the enclosing
-// function on failure, otherwise binds the value to the declaration.
+// function on failure, otherwise binds the value to the declaration. It expands to several
+// statements: inside an if/else body, use braces.
 #define SPLASH_TRY(decl, expr) SPLASH_TRY_IMPL_(decl, expr, SPLASH_CONCAT_(splash_try_, __LINE__))
 #define SPLASH_TRY_IMPL_(decl, expr, tmp) \
   auto tmp = (expr);                      \

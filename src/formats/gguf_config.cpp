@@ -1,0 +1,160 @@
+#include "formats/gguf_config.h"
+
+#include <array>
+
+namespace splash {
+
+namespace {
+
+struct ArchName {
+  const char* ours;
+  const char* gguf;
+};
+constexpr std::array<ArchName, 6> kArchNames = {{
+    {"llama", "llama"},
+    {"qwen2", "qwen2"},
+    {"qwen3", "qwen3"},
+    {"qwen3_moe", "qwen3moe"},
+    {"qwen3_next", "qwen3next"},
+    {"qwen3_5", "qwen35"},
+}};
+
+std::string supported_list() {
+  std::string s;
+  for (const auto& a : kArchNames) s += std::string(s.empty() ? "" : ", ") + a.gguf;
+  return s;
+}
+
+// Optional integer key: keeps `out` when absent, errors when present with the wrong type.
+Status opt_u32(const gguf::GgufFile& f, const std::string& key, uint32_t& out) {
+  if (!f.has(key)) return {};
+  SPLASH_TRY(out, f.get_u32(key));
+  return {};
+}
+Status opt_f32(const gguf::GgufFile& f, const std::string& key, float& out) {
+  if (!f.has(key)) return {};
+  SPLASH_TRY(out, f.get_f32(key));
+  return {};
+}
+
+}  // namespace
+
+Result<std::string> gguf_arch_name(const std::string& architecture) {
+  for (const auto& a : kArchNames)
+    if (architecture == a.ours) return std::string(a.gguf);
+  return make_error("architecture '", architecture, "' has no GGUF name (supported: ", supported_list(), ")");
+}
+
+Result<std::string> architecture_from_gguf_arch(const std::string& gguf_arch, const std::string& source) {
+  for (const auto& a : kArchNames)
+    if (gguf_arch == a.gguf) return std::string(a.ours);
+  return make_error(source, ": general.architecture '", gguf_arch, "' is not supported (supported: ",
+                    supported_list(), ")");
+}
+
+Result<ModelConfig> model_config_from_gguf(const gguf::GgufFile& f) {
+  SPLASH_TRY(std::string arch, f.get_string("general.architecture"));
+  SPLASH_TRY(std::string ours, architecture_from_gguf_arch(arch, f.source()));
+  ModelConfig c;
+  c.architecture = ours;
+  const std::string p = arch + ".";
+  SPLASH_TRY(c.n_embd, f.get_u32(p + "embedding_length"));
+  SPLASH_TRY(c.n_layer, f.get_u32(p + "block_count"));
+  SPLASH_TRY(c.n_head, f.get_u32(p + "attention.head_count"));
+  c.n_head_kv = c.n_head;
+  SPLASH_TRY_STATUS(opt_u32(f, p + "attention.head_count_kv", c.n_head_kv));
+  SPLASH_TRY_STATUS(opt_u32(f, p + "feed_forward_length", c.n_ff));
+  SPLASH_TRY_STATUS(opt_u32(f, p + "context_length", c.max_position));
+  SPLASH_TRY_STATUS(opt_f32(f, p + "attention.layer_norm_rms_epsilon", c.rms_eps));
+  SPLASH_TRY_STATUS(opt_f32(f, p + "rope.freq_base", c.rope_theta));
+  if (c.n_head == 0 || c.n_embd == 0 || c.n_layer == 0)
+    return make_error(f.source(), ": ", p, "embedding_length, block_count and attention.head_count must be non-zero");
+  if (c.n_head_kv == 0 || c.n_head % c.n_head_kv != 0)
+    return make_error(f.source(), ": ", p, "attention.head_count_kv (", c.n_head_kv,
+                      ") must divide attention.head_count (", c.n_head, ")");
+  c.head_dim = c.n_embd / c.n_head;
+  SPLASH_TRY_STATUS(opt_u32(f, p + "attention.key_length", c.head_dim));
+  uint32_t rope_dims = c.head_dim;
+  SPLASH_TRY_STATUS(opt_u32(f, p + "rope.dimension_count", rope_dims));
+  if (c.head_dim == 0 || rope_dims > c.head_dim)
+    return make_error(f.source(), ": ", p, "rope.dimension_count (", rope_dims, ") exceeds the head size (", c.head_dim, ")");
+  c.partial_rotary_factor = static_cast<float>(rope_dims) / static_cast<float>(c.head_dim);
+  if (f.has(p + "rope.scaling.type")) {
+    SPLASH_TRY(c.rope_scaling.type, f.get_string(p + "rope.scaling.type"));
+    if (c.rope_scaling.type == "none") c.rope_scaling.type.clear();
+    SPLASH_TRY_STATUS(opt_f32(f, p + "rope.scaling.factor", c.rope_scaling.factor));
+    SPLASH_TRY_STATUS(opt_u32(f, p + "rope.scaling.original_context_length", c.rope_scaling.original_max_position));
+  }
+  SPLASH_TRY_STATUS(opt_u32(f, p + "expert_count", c.n_expert));
+  SPLASH_TRY_STATUS(opt_u32(f, p + "expert_used_count", c.n_expert_used));
+  SPLASH_TRY_STATUS(opt_u32(f, p + "expert_feed_forward_length", c.n_ff_expert));
+  SPLASH_TRY_STATUS(opt_u32(f, p + "expert_shared_feed_forward_length", c.n_ff_shared_expert));
+  SPLASH_TRY_STATUS(opt_u32(f, p + "nextn_predict_layers", c.n_mtp_layers));
+
+  // Vocabulary size: the explicit key, else the token list, else the embedding's row count.
+  if (f.has(p + "vocab_size")) {
+    SPLASH_TRY(c.n_vocab, f.get_u32(p + "vocab_size"));
+  } else if (f.has("tokenizer.ggml.tokens")) {
+    SPLASH_TRY(auto tokens, f.get_string_array("tokenizer.ggml.tokens"));
+    c.n_vocab = static_cast<uint32_t>(tokens.size());
+  } else if (const auto* emb = f.find_tensor("token_embd.weight"); emb != nullptr && emb->shape.size() == 2) {
+    c.n_vocab = static_cast<uint32_t>(emb->shape[1]);
+  }
+  if (c.n_vocab == 0) return make_error(f.source(), ": cannot tell the vocabulary size (no ", p, "vocab_size, tokens or token_embd.weight)");
+
+  // Structure the metadata leaves implicit is read off the tensors present.
+  c.tie_embeddings = f.find_tensor("output.weight") == nullptr;
+  c.attention_bias = f.find_tensor("blk.0.attn_q.bias") != nullptr;
+  c.qk_norm = f.find_tensor("blk.0.attn_q_norm.weight") != nullptr;
+
+  if (f.has("tokenizer.ggml.bos_token_id")) {
+    SPLASH_TRY(int32_t bos, f.get_i32("tokenizer.ggml.bos_token_id"));
+    c.bos_token_id = bos;
+  }
+  if (f.has("tokenizer.ggml.eos_token_id")) {
+    SPLASH_TRY(int32_t eos, f.get_i32("tokenizer.ggml.eos_token_id"));
+    c.eos_token_ids.push_back(eos);
+  }
+  if (f.has("tokenizer.ggml.eot_token_id")) {
+    SPLASH_TRY(int32_t eot, f.get_i32("tokenizer.ggml.eot_token_id"));
+    if (c.eos_token_ids.empty() || c.eos_token_ids[0] != eot) c.eos_token_ids.push_back(eot);
+  }
+  return c;
+}
+
+Result<std::vector<std::pair<std::string, gguf::Value>>> gguf_metadata_for(const ModelConfig& c) {
+  SPLASH_TRY(std::string arch, gguf_arch_name(c.architecture));
+  using gguf::Value;
+  std::vector<std::pair<std::string, Value>> kv;
+  const std::string p = arch + ".";
+  kv.emplace_back("general.architecture", Value::from_string(arch));
+  kv.emplace_back(p + "vocab_size", Value::from_u32(c.n_vocab));
+  kv.emplace_back(p + "context_length", Value::from_u32(c.max_position));
+  kv.emplace_back(p + "embedding_length", Value::from_u32(c.n_embd));
+  kv.emplace_back(p + "block_count", Value::from_u32(c.n_layer));
+  kv.emplace_back(p + "feed_forward_length", Value::from_u32(c.n_ff));
+  kv.emplace_back(p + "attention.head_count", Value::from_u32(c.n_head));
+  kv.emplace_back(p + "attention.head_count_kv", Value::from_u32(c.n_head_kv));
+  kv.emplace_back(p + "attention.key_length", Value::from_u32(c.head_dim));
+  kv.emplace_back(p + "attention.value_length", Value::from_u32(c.head_dim));
+  kv.emplace_back(p + "attention.layer_norm_rms_epsilon", Value::from_f32(c.rms_eps));
+  kv.emplace_back(p + "rope.freq_base", Value::from_f32(c.rope_theta));
+  kv.emplace_back(p + "rope.dimension_count",
+                  Value::from_u32(static_cast<uint32_t>(static_cast<float>(c.head_dim) * c.partial_rotary_factor + 0.5f)));
+  if (!c.rope_scaling.type.empty()) {
+    kv.emplace_back(p + "rope.scaling.type", Value::from_string(c.rope_scaling.type));
+    kv.emplace_back(p + "rope.scaling.factor", Value::from_f32(c.rope_scaling.factor));
+    if (c.rope_scaling.original_max_position > 0)
+      kv.emplace_back(p + "rope.scaling.original_context_length", Value::from_u32(c.rope_scaling.original_max_position));
+  }
+  if (c.n_expert > 0) {
+    kv.emplace_back(p + "expert_count", Value::from_u32(c.n_expert));
+    kv.emplace_back(p + "expert_used_count", Value::from_u32(c.n_expert_used));
+    kv.emplace_back(p + "expert_feed_forward_length", Value::from_u32(c.n_ff_expert));
+    if (c.n_ff_shared_expert > 0)
+      kv.emplace_back(p + "expert_shared_feed_forward_length", Value::from_u32(c.n_ff_shared_expert));
+  }
+  return kv;
+}
+
+}  // namespace splash

@@ -1,0 +1,27 @@
+// ModelConfig from GGUF metadata (llama.cpp's `{arch}.*` keys) and, in reverse, the metadata a
+// GGUF writer needs for a ModelConfig. Architecture names are translated between llama.cpp's
+// spelling ("qwen3moe") and ours ("qwen3_moe").
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/result.h"
+#include "formats/gguf.h"
+#include "formats/model_config.h"
+
+namespace splash {
+
+// Reads `general.architecture` and the architecture's hyper-parameters. Unknown architectures and
+// missing required keys give an error naming the file and the key.
+Result<ModelConfig> model_config_from_gguf(const gguf::GgufFile& file);
+
+// The `{arch}.*` and `general.architecture` metadata for `config`, in writing order.
+Result<std::vector<std::pair<std::string, gguf::Value>>> gguf_metadata_for(const ModelConfig& config);
+
+// "qwen3_moe" -> "qwen3moe" and back; nullopt/err for names outside the supported set.
+Result<std::string> gguf_arch_name(const std::string& architecture);
+Result<std::string> architecture_from_gguf_arch(const std::string& gguf_arch, const std::string& source);
+
+}  // namespace splash
