@@ -6,14 +6,16 @@
 //   top_k -> top_p -> min_p -> temperature -> normalize
 //   * top_k keeps the k highest logits; ties at the cut go to the lowest ids (exactly k survive).
 //   * top_p is computed on softmax(logits) at temperature 1 over the tokens top_k kept (the whole
-//     vocabulary when top_k is off): keep the shortest prefix of the descending order whose
-//     probability reaches top_p, including the token that crosses it.
+//     vocabulary when top_k is off): keep the shortest prefix of the descending order (equal logits:
+//     lower id first) whose probability reaches top_p, including the token that crosses it. (The
+//     running sum is taken per histogram bucket, so "reaches" is decided up to double rounding.)
 //   * min_p keeps tokens with p >= min_p * p_max, i.e. logit - max >= ln(min_p).
 //   * temperature divides the surviving logits; the result is softmax over survivors.
 // Every filter sees the whole vocabulary and nothing is approximated (no pre-truncation to a fixed
 // top 40): top_k streams over the row keeping a buffer of candidates above a rising threshold; top_p
 // sums exp over every token, bounds which tokens can possibly matter, and finds the exact cut with a
-// histogram plus a sort of the one bucket holding it. Weights are exp_nonpositive (fast_exp.h).
+// histogram plus a sort of the one bucket holding it. Weights are exp_nonpositive (fast_exp.h), so a
+// seed gives the same tokens on every x86-64 machine, with or without AVX2/FMA.
 // -inf logits are never kept; NaN or +inf is an error. Greedy (temperature 0) is one argmax pass;
 // ties go to the lowest id.
 #pragma once

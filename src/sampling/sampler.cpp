@@ -1,5 +1,6 @@
 #include "sampling/sampler.h"
 
+#include <exception>
 #include <random>
 
 namespace splash {
@@ -10,8 +11,14 @@ Result<Sampler> Sampler::create(const SamplingParams& params) {
   if (params.seed) {
     seed = *params.seed;
   } else {
-    std::random_device rd;
-    seed = (static_cast<uint64_t>(rd()) << 32) ^ static_cast<uint64_t>(rd());
+    // std::random_device throws when the OS has no entropy source; that must not escape the module.
+    try {
+      std::random_device rd;
+      seed = (static_cast<uint64_t>(rd()) << 32) ^ static_cast<uint64_t>(rd());
+    } catch (const std::exception& e) {
+      return make_error("sampling: no seed was given and std::random_device failed (", e.what(),
+                        "); pass a seed");
+    }
   }
   return Sampler(params, seed);
 }

@@ -11,7 +11,8 @@
 //      logit_filter.h), exact over the whole vocabulary;
 //   3. an inverse-CDF draw over the survivors in ascending id order, using one rng.uniform().
 // Temperature 0 is greedy: the argmax of the penalized logits, lowest id on ties, and it draws no
-// random number. sample(l) returns exactly what draw(probabilities(l)) would from the same state.
+// random number. With temperature > 0, sample(l) returns exactly what draw(probabilities(l)) returns
+// from the same state (both consume one uniform()).
 //
 // The caller records tokens: accept_prompt() once with the prompt, accept() after each token it
 // keeps (sample() does not record, so speculative decoding can sample without committing).
