@@ -153,16 +153,23 @@ void expect_same_as_reference(const std::vector<float>& row, const SamplingParam
 
 TEST(Filter, MatchesTheReferenceOverAQwenSizedVocabulary) {
   constexpr size_t kVocab = 151936;
-  for (double sigma : {1.0, 3.0, 8.0}) {
+  for (double sigma : {1.0, 8.0}) {
     const auto row = testing::normal_logits(kVocab, 17, sigma);
-    for (int32_t k : {0, 1, 40, 1000, 100000}) {
-      for (float top_p : {1.0f, 0.95f, 0.5f, 0.999f}) {
+    for (int32_t k : {0, 1, 40, 100000}) {
+      for (float top_p : {1.0f, 0.95f, 0.5f}) {
         for (float min_p : {0.0f, 0.05f}) {
           expect_same_as_reference(row, params(0.8f, k, top_p, min_p));
         }
       }
     }
   }
+}
+
+TEST(Filter, MatchesTheReferenceOnAFlatterRow) {
+  // sigma 3: top_p 0.999 keeps most of the vocabulary; the pool bound is loose here.
+  const auto row = testing::normal_logits(151936, 23, 3.0);
+  expect_same_as_reference(row, params(1.1f, 0, 0.999f));
+  expect_same_as_reference(row, params(0.6f, 1000, 0.9f, 0.01f));
 }
 
 TEST(Filter, TopPIsExactOnAFlatDistribution) {
