@@ -7,7 +7,6 @@
 #include <utility>
 
 #include "backend/cpu/matmul_kernels.h"
-#include "core/half.h"
 
 #define SPLASH_SIMD_VNNI 0
 

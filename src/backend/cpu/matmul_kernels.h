@@ -81,8 +81,10 @@ struct BlockQ6_K {
 static_assert(sizeof(BlockQ8_0) == 34 && sizeof(BlockQ4_0) == 18);
 static_assert(sizeof(BlockQ4_K) == 144 && sizeof(BlockQ5_K) == 176 && sizeof(BlockQ6_K) == 210);
 
-// The 6-bit scale and min of sub-block j (0..7) of a Q4_K / Q5_K super-block.
-inline void k_scale_min(const uint8_t* scales, int j, int& sc, int& m) {
+// The 6-bit scale and min of sub-block j (0..7) of a Q4_K / Q5_K super-block. `static`: this header
+// is included by files built with AVX2 / AVX-512 flags, and an inline function with external linkage
+// could have its ISA-flagged copy picked by the linker for the baseline code too.
+static inline void k_scale_min(const uint8_t* scales, int j, int& sc, int& m) {
   if (j < 4) {
     sc = scales[j] & 63;
     m = scales[j + 4] & 63;

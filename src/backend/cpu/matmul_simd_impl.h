@@ -7,7 +7,9 @@
 // lane of the dot product (lanes 0-3 cover values 0-15, lanes 4-7 values 16-31, so Q6_K's two
 // 16-value scales fit), and an offset term multiplied by d * sum(x codes) of the activation block.
 //
-// Requires before inclusion: <immintrin.h>, matmul_kernels.h, half.h, and SPLASH_SIMD_VNNI (0/1).
+// Requires before inclusion: <immintrin.h>, matmul_kernels.h and SPLASH_SIMD_VNNI (0/1). It calls no
+// inline function of a shared header (core/half.h etc.): the linker could pick this file's
+// ISA-flagged copy of such a function for the baseline code as well.
 
 // --- integer dot products of one 32-value block: 8 int32 lanes ------------------------------------
 
@@ -250,7 +252,10 @@ struct LoadBF16 {
   static float load1(const uint8_t* row, int64_t c) {
     uint16_t h;
     std::memcpy(&h, row + 2 * c, 2);
-    return splash::bf16_to_f32(h);
+    const uint32_t bits = static_cast<uint32_t>(h) << 16;
+    float f;
+    std::memcpy(&f, &bits, 4);
+    return f;
   }
 };
 
