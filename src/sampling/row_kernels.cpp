@@ -84,6 +84,10 @@ RowStats row_stats(std::span<const float> logits) {
   return RowStats{mx, n - n_neg_inf, any_bad};
 }
 
+double detail::row_exp_weights_avx2(std::span<const float> logits, float max, float temperature, float* w) {
+  return row_exp_weights_avx2_raw(logits.data(), logits.size(), max, temperature, w);
+}
+
 bool detail::cpu_has_avx2() {
 #if defined(__x86_64__) || defined(__i386__)
   return __builtin_cpu_supports("avx2");

@@ -29,4 +29,8 @@ double row_exp_weights_avx2(std::span<const float> logits, float max, float temp
 bool cpu_has_avx2();
 }  // namespace detail
 
+// Defined in row_kernels_avx2.cpp, with raw pointers so that file needs no std:: inline code; call
+// only when detail::cpu_has_avx2().
+double row_exp_weights_avx2_raw(const float* logits, size_t n, float max, float temperature, float* w);
+
 }  // namespace splash

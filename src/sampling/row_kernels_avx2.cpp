@@ -1,16 +1,16 @@
 // AVX2 build of row_exp_weights (this file gets -mavx2 -mfma from the build). Same operations, same
 // order and the same 8-lane summation tree as the SSE version in row_kernels.cpp, so the bits agree.
+// It includes no header with inline functions of ours and uses no std:: inline code: the linker may
+// keep any one copy of an inline function, and an AVX2 copy must never reach a baseline caller.
 #if defined(__clang__)
 #pragma clang fp contract(off)
 #elif defined(__GNUC__)
 #pragma GCC optimize("fp-contract=off")
 #endif
 
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
-
-#include "sampling/fast_exp.h"
-#include "sampling/row_kernels.h"
 
 namespace splash {
 namespace {
@@ -23,7 +23,7 @@ typedef double v2d __attribute__((vector_size(16)));
 
 inline v8f splat8(float x) { return v8f{x, x, x, x, x, x, x, x}; }
 
-// exp_nonpositive (fast_exp.h), eight lanes.
+// exp_nonpositive (fast_exp.h), eight lanes, the same operations in the same order.
 inline v8f exp8(v8f x) {
   const v8i underflow = ~(x >= splat8(-87.0f));
   const v8f xc = underflow ? splat8(-87.0f) : x;
@@ -45,9 +45,8 @@ inline v8f exp8(v8f x) {
 
 }  // namespace
 
-double detail::row_exp_weights_avx2(std::span<const float> logits, float max, float temperature, float* w) {
-  const size_t n = logits.size();
-  const float* l = logits.data();
+// Declared in row_kernels.h (not included here, see the top of the file).
+double row_exp_weights_avx2_raw(const float* l, size_t n, float max, float temperature, float* w) {
   v4d lo = {}, hi = {};  // element lanes 0-3 and 4-7
   size_t i = 0;
   for (; i + 8 <= n; i += 8) {
@@ -63,9 +62,18 @@ double detail::row_exp_weights_avx2(std::span<const float> logits, float max, fl
   const v2d b = v2d{hi[0], hi[1]} + v2d{hi[2], hi[3]};
   const v2d s = a + b;
   double total = s[0] + s[1];
-  for (; i < n; ++i) {
-    w[i] = exp_nonpositive((l[i] - max) / temperature);
-    total += w[i];
+  // Tail: padded with `max` (exp(0) = 1, in range; those lanes are discarded), then summed one by one
+  // like the SSE tail.
+  if (i < n) {
+    float tail[8] = {max, max, max, max, max, max, max, max};
+    std::memcpy(tail, l + i, (n - i) * sizeof(float));
+    v8f x;
+    std::memcpy(&x, tail, sizeof(x));
+    const v8f e = exp8((x - splat8(max)) / splat8(temperature));
+    for (size_t j = 0; i + j < n; ++j) {
+      w[i + j] = e[j];
+      total += e[j];
+    }
   }
   return total;
 }
