@@ -15,7 +15,9 @@ int main(int argc, char** argv) {
     CLI::App* sub = app.add_subcommand(name, help);
     commands.emplace_back(sub, reg(*sub));
   };
-  (void)add;
+  add("inspect", "Print a model's architecture, tensors, quantization and tokenizer", splash::cli::register_inspect);
+  add("convert", "Convert a model between llama2.c, GGUF and (MLX) safetensors", splash::cli::register_convert);
+  add("make-test-model", "Write a tiny random-weight (or benchmark-shaped) model", splash::cli::register_make_test_model);
 
   try {
     app.parse(argc, argv);

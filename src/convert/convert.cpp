@@ -1,0 +1,281 @@
+#include "convert/convert.h"
+
+#include <filesystem>
+#include <map>
+#include <memory>
+
+#include "convert/hf_config_writer.h"
+#include "core/half.h"
+#include "core/sizes.h"
+#include "formats/gguf_config.h"
+#include "formats/gguf_writer.h"
+#include "formats/quant/quantize.h"
+#include "formats/safetensors_writer.h"
+#include "formats/tensor_names.h"
+#include "tokenizer/tokenizer_export.h"
+
+namespace splash {
+
+namespace fs = std::filesystem;
+
+std::optional<uint32_t> gguf_file_type(DType type) {
+  switch (type) {  // LLAMA_FTYPE_* (the "mostly" types; K-quants as their _M mixes' main type)
+    case DType::kF32: return 0;
+    case DType::kF16: return 1;
+    case DType::kQ4_0: return 2;
+    case DType::kQ4_1: return 3;
+    case DType::kQ8_0: return 7;
+    case DType::kQ5_0: return 8;
+    case DType::kQ5_1: return 9;
+    case DType::kQ2_K: return 10;
+    case DType::kQ3_K: return 12;
+    case DType::kQ4_K: return 15;
+    case DType::kQ5_K: return 17;
+    case DType::kQ6_K: return 18;
+    case DType::kBF16: return 32;
+    default: return std::nullopt;
+  }
+}
+
+namespace {
+
+void note(const ConvertOptions& o, const std::string& line) {
+  if (o.log) o.log(line);
+}
+
+bool is_float_type(DType t) { return t == DType::kF32 || t == DType::kF16 || t == DType::kBF16; }
+
+// f32 values -> bytes of a plain float type.
+std::vector<uint8_t> encode_floats(std::span<const float> v, DType t) {
+  std::vector<uint8_t> out(v.size() * dtype_traits(t).block_bytes);
+  if (t == DType::kF32) {
+    std::memcpy(out.data(), v.data(), out.size());
+  } else {
+    auto* p = reinterpret_cast<uint16_t*>(out.data());
+    for (size_t i = 0; i < v.size(); ++i) p[i] = t == DType::kF16 ? f32_to_f16(v[i]) : f32_to_bf16(v[i]);
+  }
+  return out;
+}
+
+// The GGUF type of one tensor: matrices get the requested type when their rows are whole blocks of
+// it, else Q8_0, else F16; vectors (norms, biases) stay F32.
+DType gguf_tensor_type(const ModelTensor& t, DType wanted) {
+  if (t.shape.size() < 2) return DType::kF32;
+  const uint64_t row = t.shape.back();
+  if (row % dtype_traits(wanted).block_elems == 0) return wanted;
+  if (wanted == DType::kF32 || wanted == DType::kF16 || wanted == DType::kBF16) return wanted;
+  if (row % 32 == 0) return DType::kQ8_0;
+  return DType::kF16;
+}
+
+bool is_qk_projection(const std::string& name) {
+  return name.find("self_attn.q_proj.") != std::string::npos || name.find("self_attn.k_proj.") != std::string::npos;
+}
+
+// Reads a tensor as f32 in the layout the output format stores: GGUF llama keeps q/k interleaved.
+Result<std::vector<float>> values_for_gguf(const ModelFiles& in, const ModelTensor& t) {
+  SPLASH_TRY(std::vector<float> v, in.read_f32(t));
+  const ModelConfig& c = in.config();
+  if (c.architecture == "llama" && is_qk_projection(t.name)) {
+    const bool is_q = t.name.find("q_proj") != std::string::npos;
+    const int heads = static_cast<int>(is_q ? c.n_head : c.n_head_kv);
+    const uint64_t rows = t.shape.front();
+    const uint64_t row_len = t.shape.size() > 1 ? t.n_elems() / rows : 1;
+    permute_rope_rows(v.data(), row_len * sizeof(float), heads, static_cast<int>(rows / heads), true);
+  }
+  return v;
+}
+
+// --- GGUF
+
+Result<ConvertReport> convert_to_gguf(const ModelFiles& in, const Tokenizer* tokenizer, const std::string& out_path,
+                                      const ConvertOptions& o) {
+  if (!is_float_type(o.gguf_type) && !quant::can_quantize(o.gguf_type))
+    return make_error("cannot write GGUF tensors of type ", dtype_name(o.gguf_type));
+  gguf::GgufWriter w;
+  SPLASH_TRY(auto arch_kv, gguf_metadata_for(in.config()));
+  std::string name = o.model_name.empty() ? fs::path(out_path).stem().string() : o.model_name;
+  SPLASH_TRY_STATUS(w.set_string("general.name", name));
+  for (auto& [k, v] : arch_kv) SPLASH_TRY_STATUS(w.set(k, std::move(v)));
+  if (auto ft = gguf_file_type(o.gguf_type)) SPLASH_TRY_STATUS(w.set_u32("general.file_type", *ft));
+  if (dtype_traits(o.gguf_type).quantized) SPLASH_TRY_STATUS(w.set_u32("general.quantization_version", 2));
+  if (tokenizer != nullptr) {
+    SPLASH_TRY(auto tok_kv, tokenizer_gguf_metadata(*tokenizer));
+    for (auto& [k, v] : tok_kv) SPLASH_TRY_STATUS(w.set(k, std::move(v)));
+  }
+
+  ConvertReport report;
+  std::map<std::string, int> fallbacks;  // "Q8_0" -> count
+  const size_t total = in.tensors().size();
+  auto done = std::make_shared<size_t>(0);
+  for (const ModelTensor& t : in.tensors()) {
+    auto gname = hf_to_gguf_name(t.name);
+    if (!gname) return make_error(in.path(), ": tensor ", t.name, " has no GGUF name (unsupported tensor for this converter)");
+    const DType type = gguf_tensor_type(t, o.gguf_type);
+    if (t.shape.size() >= 2 && type != o.gguf_type) fallbacks[std::string(dtype_name(type))]++;
+    std::vector<uint64_t> shape(t.shape.rbegin(), t.shape.rend());
+    auto n_bytes = dtype_bytes(type, t.n_elems());
+    if (!n_bytes) return make_error("tensor ", t.name, ": ", t.n_elems(), " values are not whole ", dtype_name(type), " blocks");
+    report.n_tensors++;
+    report.bytes_in += t.n_bytes();
+    report.bytes_out += *n_bytes;
+    const ModelTensor* tp = &t;
+    SPLASH_TRY_STATUS(w.add_tensor_producer(*gname, type, shape, [&in, tp, type, &o, done, total](gguf::ByteSink& sink) -> Status {
+      SPLASH_TRY(std::vector<float> v, values_for_gguf(in, *tp));
+      std::vector<uint8_t> bytes;
+      if (is_float_type(type)) {
+        bytes = encode_floats(v, type);
+      } else {
+        SPLASH_TRY_STATUS(quant::quantize_tensor(type, v, static_cast<int64_t>(tp->shape.back()), bytes));
+      }
+      ++*done;
+      note(o, str_cat("[", *done, "/", total, "] ", tp->name, " -> ", dtype_name(type)));
+      return sink.write(bytes);
+    }));
+  }
+  for (const auto& [type, n] : fallbacks)
+    note(o, str_cat(n, " matrices written as ", type, ": their rows are not whole ", dtype_name(o.gguf_type), " blocks"));
+  SPLASH_TRY_STATUS(w.write(out_path));
+  return report;
+}
+
+// --- safetensors / MLX
+
+struct MlxPlan {
+  std::optional<MlxQuantParams> params;  // nullopt: left unquantized
+};
+
+// Per-module quantization parameters: the requested ones, group 32 when the row length only allows
+// that, or none.
+MlxPlan plan_mlx(const ModelTensor& t, const std::optional<MlxQuantParams>& wanted) {
+  if (!wanted || t.shape.size() != 2) return {};
+  const uint64_t row = t.shape.back();
+  if (row % wanted->group_size == 0) return {wanted};
+  MlxQuantParams g32 = *wanted;
+  g32.group_size = 32;
+  if (row % 32 == 0) return {g32};
+  return {};
+}
+
+std::string module_of(const std::string& weight_name) {
+  return weight_name.substr(0, weight_name.size() - std::string(".weight").size());
+}
+
+Result<ConvertReport> convert_to_safetensors(const ModelFiles& in, const Tokenizer* tokenizer, const std::string& dir,
+                                             const ConvertOptions& o) {
+  if (!is_float_type(o.float_type)) return make_error("safetensors float type must be F32, F16 or BF16");
+  if (o.mlx) SPLASH_TRY_STATUS(validate_mlx_quant_params(*o.mlx, "--bits/--group-size"));
+  std::error_code ec;
+  if (fs::exists(dir, ec) && !(fs::is_directory(dir, ec) && fs::is_empty(dir, ec)))
+    return make_error(dir, ": output directory exists and is not empty");
+  fs::create_directories(dir, ec);
+  if (ec) return make_error(dir, ": cannot create directory: ", ec.message());
+
+  SPLASH_TRY(nlohmann::json config, hf_config_json(in.config()));
+  nlohmann::json quant_block = nlohmann::json::object();
+  if (o.mlx) {
+    quant_block["group_size"] = o.mlx->group_size;
+    quant_block["bits"] = o.mlx->bits;
+  }
+
+  ConvertReport report;
+  std::vector<SafeTensorWrite> writes;
+  struct Quantized {
+    std::shared_ptr<MlxQuantized> q;
+  };
+  for (const ModelTensor& t : in.tensors()) {
+    report.n_tensors++;
+    report.bytes_in += t.n_bytes();
+    const bool is_weight = t.name.size() > 7 && t.name.substr(t.name.size() - 7) == ".weight";
+    MlxPlan plan = is_weight ? plan_mlx(t, o.mlx) : MlxPlan{};
+    const ModelTensor* tp = &t;
+    if (!plan.params) {
+      if (o.mlx && t.shape.size() == 2) {
+        quant_block[module_of(t.name)] = false;
+        note(o, str_cat(t.name, ": rows of ", t.shape.back(), " values fit no group size; kept unquantized"));
+      }
+      SafeTensorWrite sw;
+      sw.name = t.name;
+      sw.dtype = o.float_type;
+      sw.shape = t.shape;
+      sw.produce = [&in, tp, &o](ByteSink& sink) -> Status {
+        SPLASH_TRY(std::vector<float> v, in.read_f32(*tp));
+        note(o, str_cat(tp->name, " -> ", dtype_name(o.float_type)));
+        return sink.write(encode_floats(v, o.float_type));
+      };
+      report.bytes_out += t.n_elems() * dtype_traits(o.float_type).block_bytes;
+      writes.push_back(std::move(sw));
+      continue;
+    }
+    const MlxQuantParams p = *plan.params;
+    const std::string module = module_of(t.name);
+    if (p.group_size != o.mlx->group_size) {
+      quant_block[module] = {{"group_size", p.group_size}, {"bits", p.bits}};
+      note(o, str_cat(module, ": rows of ", t.shape.back(), " values use group size ", p.group_size));
+    }
+    const uint64_t rows = t.shape[0], cols = t.shape[1];
+    // The weight's producer quantizes once; the scales and biases producers (called right after it,
+    // in order) take their parts from the shared result.
+    auto cache = std::make_shared<std::shared_ptr<MlxQuantized>>();
+    auto quantize = [&in, tp, p, rows, cols, cache, &o]() -> Status {
+      if (*cache) return {};
+      SPLASH_TRY(std::vector<float> v, in.read_f32(*tp));
+      SPLASH_TRY(MlxQuantized q, mlx_quantize(v, rows, cols, p, o.float_type));
+      *cache = std::make_shared<MlxQuantized>(std::move(q));
+      note(o, str_cat(tp->name, " -> MLX ", p.bits, "-bit group ", p.group_size));
+      return {};
+    };
+    SafeTensorWrite wq{t.name, DType::kU32, {rows, cols * p.bits / 32}, {}, nullptr};
+    wq.produce = [quantize, cache](ByteSink& sink) -> Status {
+      SPLASH_TRY_STATUS(quantize());
+      const auto& w = (*cache)->weight;
+      return sink.write({reinterpret_cast<const uint8_t*>(w.data()), w.size() * sizeof(uint32_t)});
+    };
+    SafeTensorWrite ws{module + ".scales", o.float_type, {rows, cols / p.group_size}, {}, nullptr};
+    ws.produce = [quantize, cache](ByteSink& sink) -> Status {
+      SPLASH_TRY_STATUS(quantize());
+      return sink.write((*cache)->scales);
+    };
+    SafeTensorWrite wb{module + ".biases", o.float_type, {rows, cols / p.group_size}, {}, nullptr};
+    wb.produce = [quantize, cache](ByteSink& sink) -> Status {
+      SPLASH_TRY_STATUS(quantize());
+      Status s = sink.write((*cache)->biases);
+      cache->reset();  // last of the three: free the quantized copy
+      return s;
+    };
+    report.bytes_out += rows * cols * p.bits / 8 + 2 * rows * (cols / p.group_size) * dtype_traits(o.float_type).block_bytes;
+    writes.push_back(std::move(wq));
+    writes.push_back(std::move(ws));
+    writes.push_back(std::move(wb));
+  }
+  if (o.mlx) {
+    config["quantization"] = quant_block;
+    config["quantization_config"] = quant_block;
+  }
+  const fs::path d(dir);
+  auto write_text = [](const fs::path& path, const std::string& text) {
+    return write_file_atomic(path.string(), {reinterpret_cast<const uint8_t*>(text.data()), text.size()});
+  };
+  SPLASH_TRY_STATUS(write_text(d / "config.json", config.dump(2) + "\n"));
+  nlohmann::json gen = hf_generation_config_json(in.config());
+  if (!gen.empty()) SPLASH_TRY_STATUS(write_text(d / "generation_config.json", gen.dump(2) + "\n"));
+  if (tokenizer != nullptr) {
+    SPLASH_TRY(HfTokenizerFiles files, tokenizer_hf_files(*tokenizer));
+    SPLASH_TRY_STATUS(write_text(d / "tokenizer.json", files.tokenizer_json));
+    SPLASH_TRY_STATUS(write_text(d / "tokenizer_config.json", files.tokenizer_config_json));
+  }
+  std::map<std::string, std::string> metadata = {{"format", o.mlx ? "mlx" : "pt"}};
+  SPLASH_TRY(auto names, write_safetensors_checkpoint(dir, writes, metadata, o.max_shard_bytes));
+  (void)names;
+  return report;
+}
+
+}  // namespace
+
+Result<ConvertReport> convert_model(const ModelFiles& in, const Tokenizer* tokenizer, const std::string& out_path,
+                                    const ConvertOptions& options) {
+  if (options.target == ConvertTarget::kGguf) return convert_to_gguf(in, tokenizer, out_path, options);
+  return convert_to_safetensors(in, tokenizer, out_path, options);
+}
+
+}  // namespace splash

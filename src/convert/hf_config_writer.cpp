@@ -1,0 +1,58 @@
+#include "convert/hf_config_writer.h"
+
+namespace splash {
+
+Result<nlohmann::json> hf_config_json(const ModelConfig& c) {
+  const char* arch = nullptr;
+  if (c.architecture == "llama") arch = "LlamaForCausalLM";
+  else if (c.architecture == "qwen2") arch = "Qwen2ForCausalLM";
+  else if (c.architecture == "qwen3") arch = "Qwen3ForCausalLM";
+  else return make_error("cannot write config.json for architecture '", c.architecture, "' yet (supported: llama, qwen2, qwen3)");
+  nlohmann::json j;
+  j["architectures"] = {arch};
+  j["model_type"] = c.architecture;
+  j["vocab_size"] = c.n_vocab;
+  j["hidden_size"] = c.n_embd;
+  j["intermediate_size"] = c.n_ff;
+  j["num_hidden_layers"] = c.n_layer;
+  j["num_attention_heads"] = c.n_head;
+  j["num_key_value_heads"] = c.n_head_kv;
+  j["head_dim"] = c.head_dim;
+  j["max_position_embeddings"] = c.max_position;
+  j["rms_norm_eps"] = c.rms_eps;
+  j["rope_theta"] = c.rope_theta;
+  j["tie_word_embeddings"] = c.tie_embeddings;
+  j["hidden_act"] = "silu";
+  if (c.architecture == "llama") {
+    j["attention_bias"] = c.attention_bias;
+    j["mlp_bias"] = false;
+  }
+  if (!c.rope_scaling.type.empty()) {
+    nlohmann::json rs = {{"type", c.rope_scaling.type}, {"rope_type", c.rope_scaling.type}, {"factor", c.rope_scaling.factor}};
+    if (c.rope_scaling.original_max_position > 0)
+      rs["original_max_position_embeddings"] = c.rope_scaling.original_max_position;
+    if (c.rope_scaling.low_freq_factor > 0) rs["low_freq_factor"] = c.rope_scaling.low_freq_factor;
+    if (c.rope_scaling.high_freq_factor > 0) rs["high_freq_factor"] = c.rope_scaling.high_freq_factor;
+    j["rope_scaling"] = rs;
+  } else {
+    j["rope_scaling"] = nullptr;
+  }
+  if (c.bos_token_id) j["bos_token_id"] = *c.bos_token_id;
+  if (c.eos_token_ids.size() == 1) j["eos_token_id"] = c.eos_token_ids[0];
+  else if (!c.eos_token_ids.empty()) j["eos_token_id"] = c.eos_token_ids;
+  j["torch_dtype"] = "float32";
+  return j;
+}
+
+nlohmann::json hf_generation_config_json(const ModelConfig& c) {
+  nlohmann::json j = nlohmann::json::object();
+  if (c.bos_token_id) j["bos_token_id"] = *c.bos_token_id;
+  if (c.eos_token_ids.size() == 1) j["eos_token_id"] = c.eos_token_ids[0];
+  else if (!c.eos_token_ids.empty()) j["eos_token_id"] = c.eos_token_ids;
+  if (c.default_temperature) j["temperature"] = *c.default_temperature;
+  if (c.default_top_p) j["top_p"] = *c.default_top_p;
+  if (c.default_top_k) j["top_k"] = *c.default_top_k;
+  return j;
+}
+
+}  // namespace splash
