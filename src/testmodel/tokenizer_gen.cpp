@@ -333,9 +333,11 @@ Result<TokenizerData> make_synthetic_tokenizer(bool spm, uint32_t target_size) {
   return spm ? make_spm(target_size) : make_byte_level(target_size);
 }
 
-Result<TokenizerData> load_hf_tokenizer(const std::string& path) {
+static Result<TokenizerData> load_hf_tokenizer_impl(const std::string& path) {
   SPLASH_TRY(std::string text, read_text_file(path));
-  ordered_json j = ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
+  // nlohmann::json (tree maps), not ordered_json, whose linear-scan objects make a 150K-entry vocab
+  // quadratic to parse.
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object()) return make_error(path, ": not a JSON object");
   const auto model = j.find("model");
   if (model == j.end() || !model->is_object() || model->value("type", "") != "BPE") {
@@ -392,7 +394,7 @@ Result<TokenizerData> load_hf_tokenizer(const std::string& path) {
   }
   t.tokenizer_json = std::move(text);
 
-  auto id_of = [&](const ordered_json& v) -> int32_t {
+  auto id_of = [&](const nlohmann::json& v) -> int32_t {
     const std::string s = v.is_string() ? v.get<std::string>()
                           : v.is_object() && v.contains("content") && v["content"].is_string()
                               ? v["content"].get<std::string>()
@@ -406,7 +408,7 @@ Result<TokenizerData> load_hf_tokenizer(const std::string& path) {
   const auto cfg_path = std::filesystem::path(path).parent_path() / "tokenizer_config.json";
   if (std::filesystem::exists(cfg_path)) {
     SPLASH_TRY(std::string ctext, read_text_file(cfg_path.string()));
-    ordered_json c = ordered_json::parse(ctext, nullptr, false);
+    nlohmann::json c = nlohmann::json::parse(ctext, nullptr, false);
     if (c.is_discarded() || !c.is_object()) return make_error(cfg_path.string(), ": not a JSON object");
     if (c.contains("chat_template") && c["chat_template"].is_string()) {
       t.chat_template = c["chat_template"].get<std::string>();
@@ -419,6 +421,14 @@ Result<TokenizerData> load_hf_tokenizer(const std::string& path) {
   }
   if (t.bos < 0) t.bos = t.pad;  // llama.cpp gives Qwen's <|endoftext|> as BOS; add_bos stays false
   return t;
+}
+
+Result<TokenizerData> load_hf_tokenizer(const std::string& path) {
+  try {
+    return load_hf_tokenizer_impl(path);
+  } catch (const std::exception& e) {  // a JSON value of an unexpected type
+    return make_error(path, ": ", e.what());
+  }
 }
 
 Status pad_vocab(TokenizerData& t, uint32_t n_vocab) {

