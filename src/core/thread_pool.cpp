@@ -107,16 +107,21 @@ void ThreadPool::run(int64_t n_tasks, TaskFn fn, void* ctx) {
   job_ctx_ = ctx;
   job_n_ = n_tasks;
   next_task_.store(0, std::memory_order_relaxed);
-  workers_busy_.store(n_threads_ - 1, std::memory_order_relaxed);
+  // Open the job. Counts left by stragglers of the previous job (which saw it closed and are about
+  // to leave) are kept, so they cancel out; a worker that joins from here on reads the fields above
+  // through this release.
+  job_refs_.fetch_and(~kClosed, std::memory_order_acq_rel);
   // seq_cst store then load pairs with the worker's sleepers_ increment then generation_ load, so
   // either we see a sleeper and wake it or it sees the new generation.
   generation_.fetch_add(1, std::memory_order_seq_cst);
   if (sleepers_.load(std::memory_order_seq_cst) > 0) futex_wake_all(&generation_);
 
   do_tasks(0);
-  // Workers finish their last task shortly; spin, then yield in case one was descheduled.
+  // Every task is claimed. Close the job, then wait for the workers that joined to finish theirs;
+  // spin, then yield in case one was descheduled mid-task.
+  job_refs_.fetch_or(kClosed, std::memory_order_acq_rel);
   int spins = 0;
-  while (workers_busy_.load(std::memory_order_acquire) != 0) {
+  while ((job_refs_.load(std::memory_order_acquire) & ~kClosed) != 0) {
     if (++spins < kSpinIterations) {
       cpu_relax();
     } else {
@@ -143,8 +148,11 @@ void ThreadPool::worker_loop(int thread) {
     }
     seen = gen;
     if (stop_.load(std::memory_order_acquire)) return;
-    do_tasks(thread);
-    workers_busy_.fetch_sub(1, std::memory_order_release);
+    // Join the open job, if any; the job may be a later one than the generation we woke for, which
+    // is fine: joining goes through job_refs_, whose release by the caller publishes that job.
+    const int64_t refs = job_refs_.fetch_add(1, std::memory_order_acq_rel);
+    if ((refs & kClosed) == 0) do_tasks(thread);
+    job_refs_.fetch_sub(1, std::memory_order_release);
   }
 }
 

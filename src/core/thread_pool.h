@@ -57,9 +57,13 @@ class ThreadPool {
   void* job_ctx_ = nullptr;
   int64_t job_n_ = 0;
 
+  // Workers inside the current job, plus kClosed once the caller has run out of tasks: a worker that
+  // wakes after that skips the job, so a descheduled worker (shared, oversubscribed cores) never holds
+  // up the caller; the caller only waits for workers that actually joined.
+  static constexpr int64_t kClosed = int64_t{1} << 40;
   alignas(64) std::atomic<uint32_t> generation_{0};
   alignas(64) std::atomic<int64_t> next_task_{0};
-  alignas(64) std::atomic<int> workers_busy_{0};
+  alignas(64) std::atomic<int64_t> job_refs_{kClosed};
   alignas(64) std::atomic<int> sleepers_{0};
   std::atomic<bool> stop_{false};
 };
