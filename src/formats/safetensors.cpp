@@ -7,6 +7,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/half.h"
+
 namespace splash {
 
 namespace {
@@ -98,6 +100,34 @@ std::optional<std::string_view> safetensors_dtype_to_string(DType t) {
   for (const auto& d : kDTypes)
     if (d.type == t) return d.name;
   return std::nullopt;
+}
+
+Result<std::vector<float>> safetensor_to_f32(const SafeTensor& t) {
+  std::vector<float> out(static_cast<size_t>(t.n_elems));
+  const uint8_t* p = t.data.data();
+  switch (t.dtype) {
+    case DType::kF32:
+      if (!out.empty()) std::memcpy(out.data(), p, out.size() * 4);
+      break;
+    case DType::kF64:
+      for (size_t i = 0; i < out.size(); ++i) {
+        double d;
+        std::memcpy(&d, p + i * 8, 8);
+        out[i] = static_cast<float>(d);
+      }
+      break;
+    case DType::kF16:
+    case DType::kBF16:
+      for (size_t i = 0; i < out.size(); ++i) {
+        uint16_t h;
+        std::memcpy(&h, p + i * 2, 2);
+        out[i] = t.dtype == DType::kF16 ? f16_to_f32(h) : bf16_to_f32(h);
+      }
+      break;
+    default:
+      return make_error("tensor '", t.name, "': dtype ", dtype_name(t.dtype), " is not a float type");
+  }
+  return out;
 }
 
 Result<SafeTensorsHeader> parse_safetensors(std::span<const uint8_t> bytes, const std::string& source) {

@@ -45,6 +45,10 @@ struct SafeTensor {
 std::optional<DType> safetensors_dtype_from_string(std::string_view s);
 std::optional<std::string_view> safetensors_dtype_to_string(DType t);
 
+// Converts a float tensor (F32, F16, BF16, F64) to f32 values, row-major; an error naming the
+// tensor for other dtypes. For loaders and converters that need plain floats.
+Result<std::vector<float>> safetensor_to_f32(const SafeTensor& t);
+
 // The parsed header of one safetensors blob. Views point into the bytes that were parsed.
 struct SafeTensorsHeader {
   std::vector<SafeTensor> tensors;  // ordered by data offset

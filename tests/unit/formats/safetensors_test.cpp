@@ -105,6 +105,33 @@ TEST(Safetensors, ParsesHandWrittenFile) {
   EXPECT_EQ(f->find("missing"), nullptr);
 }
 
+TEST(Safetensors, ConvertsFloatTensorsToF32) {
+  uint16_t bf[3] = {0x3F80, 0xC000, 0x3E80};  // 1, -2, 0.25 in bfloat16
+  uint16_t hf[2] = {0x3C00, 0xB800};          // 1, -0.5 in IEEE half
+  double df[2] = {1.5, -3.25};
+  std::vector<uint8_t> data(6 + 4 + 16);
+  std::memcpy(data.data(), bf, 6);
+  std::memcpy(data.data() + 6, hf, 4);
+  std::memcpy(data.data() + 10, df, 16);
+  auto b = blob(R"({"b":{"dtype":"BF16","shape":[3],"data_offsets":[0,6]},"h":{"dtype":"F16","shape":[2],"data_offsets":[6,10]},)"
+                R"("d":{"dtype":"F64","shape":[2],"data_offsets":[10,26]},"i":{"dtype":"I8","shape":[0],"data_offsets":[26,26]}})",
+                data);
+  auto h = parse_safetensors(b, "x");
+  ASSERT_TRUE(h.ok()) << h.error_message();
+  auto get = [&](const char* n) -> const SafeTensor& {
+    for (const auto& t : h->tensors)
+      if (t.name == n) return t;
+    static SafeTensor none;
+    return none;
+  };
+  EXPECT_EQ(*safetensor_to_f32(get("b")), (std::vector<float>{1.0f, -2.0f, 0.25f}));
+  EXPECT_EQ(*safetensor_to_f32(get("h")), (std::vector<float>{1.0f, -0.5f}));
+  EXPECT_EQ(*safetensor_to_f32(get("d")), (std::vector<float>{1.5f, -3.25f}));
+  auto bad = safetensor_to_f32(get("i"));
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error_message().find("tensor 'i'"), std::string::npos);
+}
+
 TEST(Safetensors, MapsEveryDtype) {
   const char* names[] = {"F32", "F16", "BF16", "F64", "I8", "I16", "I32", "I64", "U8", "U16", "U32", "U64", "BOOL"};
   const uint32_t sizes[] = {4, 2, 2, 8, 1, 2, 4, 8, 1, 2, 4, 8, 1};
