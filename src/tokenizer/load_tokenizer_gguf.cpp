@@ -3,19 +3,12 @@
 #include <algorithm>
 
 #include "formats/gguf.h"
+#include "tokenizer/pretokenizers.h"
 #include "tokenizer/tokenizer.h"
 
 namespace splash {
 
 namespace {
-
-constexpr const char* kQwen2Pattern =
-    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
-// Qwen3.5 adds combining marks (\p{M}) to letter runs.
-constexpr const char* kQwen35Pattern =
-    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
-constexpr const char* kGpt2Pattern =
-    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
 
 // Optional u32 token id; absent -> keep `out`.
 Status optional_id(const gguf::GgufFile& f, const char* key, int32_t& out) {
@@ -51,12 +44,11 @@ Result<Tokenizer> load_tokenizer_gguf(const gguf::GgufFile& f) {
       SPLASH_TRY(std::string p, f.get_string("tokenizer.ggml.pre"));
       pre = std::move(p);
     }
-    if (pre == "qwen2") spec.splits.push_back({kQwen2Pattern, SplitBehavior::kIsolated, false});
-    else if (pre == "qwen35") spec.splits.push_back({kQwen35Pattern, SplitBehavior::kIsolated, false});
-    else if (pre == "default" || pre == "gpt-2" || pre == "gpt2")
-      spec.splits.push_back({kGpt2Pattern, SplitBehavior::kIsolated, false});
-    else
-      return make_error(src, ": tokenizer.ggml.pre '", pre, "' is not a supported pre-tokenizer (qwen2, qwen35, gpt-2)");
+    auto pattern = pretokenizer_pattern(pre);
+    if (!pattern)
+      return make_error(src, ": tokenizer.ggml.pre '", pre, "' is not a supported pre-tokenizer (",
+                        pretokenizer_gguf_names(), ")");
+    spec.splits.push_back({std::move(*pattern), SplitBehavior::kIsolated, false});
   } else {
     return make_error(src, ": tokenizer.ggml.model '", model, "' is not supported (llama, gpt2)");
   }

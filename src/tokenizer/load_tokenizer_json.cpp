@@ -1,10 +1,16 @@
-// Hugging Face tokenizer.json (+ tokenizer_config.json) -> TokenizerSpec. Only the byte-level BPE family
-// is supported (GPT-2, Qwen2/Qwen3, Llama-3 style); anything else is a load error naming the component.
+// Hugging Face tokenizer.json (+ tokenizer_config.json) -> TokenizerSpec. Two families: byte-level BPE
+// (GPT-2, Qwen2/Qwen3, Llama-3 style) and the Llama-2 form of a SentencePiece vocabulary (BPE with
+// byte_fallback, '▁' for space through Prepend + Replace or Metaspace), which is read as a SentencePiece
+// tokenizer. Anything else is a load error naming the component.
+#include <cctype>
 #include <filesystem>
+#include <string_view>
+#include <unordered_map>
 
 #include <nlohmann/json.hpp>
 
 #include "core/mapped_file.h"
+#include "tokenizer/pretokenizers.h"
 #include "tokenizer/tokenizer.h"
 
 namespace splash {
@@ -15,9 +21,15 @@ using nlohmann::json;
 
 constexpr int64_t kMaxVocab = 1 << 24;  // far above any real vocabulary; bounds allocations from bad input
 
-// The GPT-2 pre-tokenizer regex, used by ByteLevel when use_regex is true.
-constexpr const char* kGpt2Pattern =
-    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
+constexpr std::string_view kSpmSpace = "\xE2\x96\x81";  // U+2581, SentencePiece's space
+
+// What a Llama-2-form file says about spaces (normalizer / pre_tokenizer steps).
+struct SpmSpaces {
+  bool prepend = false;        // normalizer Prepend("▁")
+  bool replace = false;        // normalizer Replace(" " -> "▁")
+  bool metaspace = false;      // pre_tokenizer Metaspace
+  std::string prepend_scheme;  // Metaspace: "always", "first" or "never"
+};
 
 struct Ctx {
   std::string source;
@@ -46,9 +58,27 @@ std::string regex_quote(const std::string& s) {
   return out;
 }
 
-Status read_normalizer(const Ctx& c, const json& j, const std::string& field, TokenizerSpec& spec) {
+std::string string_field(const json& j, const char* key) {
+  auto it = j.find(key);
+  return (it != j.end() && it->is_string()) ? it->get<std::string>() : "";
+}
+
+Status read_normalizer(const Ctx& c, const json& j, const std::string& field, TokenizerSpec& spec, SpmSpaces& sp) {
   if (j.is_null()) return {};
   std::string type = type_of(j);
+  if (type == "Prepend") {
+    if (string_field(j, "prepend") != kSpmSpace) return c.err(field + ".prepend", "only Prepend(\"\u2581\") is supported");
+    sp.prepend = true;
+    return {};
+  }
+  if (type == "Replace") {
+    auto pat = j.find("pattern");
+    const bool space = pat != j.end() && pat->is_object() && string_field(*pat, "String") == " ";
+    if (!space || string_field(j, "content") != kSpmSpace)
+      return c.err(field, "only Replace(\" \" -> \"\u2581\") is supported");
+    sp.replace = true;
+    return {};
+  }
   if (type == "NFC") spec.normalizers.push_back(Normalizer::kNfc);
   else if (type == "NFD") spec.normalizers.push_back(Normalizer::kNfd);
   else if (type == "NFKC") spec.normalizers.push_back(Normalizer::kNfkc);
@@ -57,7 +87,7 @@ Status read_normalizer(const Ctx& c, const json& j, const std::string& field, To
     auto it = j.find("normalizers");
     if (it == j.end() || !it->is_array()) return c.err(field, "Sequence without a 'normalizers' array");
     for (size_t i = 0; i < it->size(); ++i)
-      SPLASH_TRY_STATUS(read_normalizer(c, (*it)[i], str_cat(field, ".normalizers[", i, "]"), spec));
+      SPLASH_TRY_STATUS(read_normalizer(c, (*it)[i], str_cat(field, ".normalizers[", i, "]"), spec, sp));
   } else {
     return c.err(field, str_cat("unsupported normalizer type '", type.empty() ? j.dump() : type, "'"));
   }
@@ -65,19 +95,32 @@ Status read_normalizer(const Ctx& c, const json& j, const std::string& field, To
 }
 
 Status read_pre_tokenizer(const Ctx& c, const json& j, const std::string& field, TokenizerSpec& spec,
-                          bool& saw_byte_level) {
+                          bool& saw_byte_level, SpmSpaces& sp) {
   if (j.is_null()) return {};
   std::string type = type_of(j);
+  if (type == "Metaspace") {
+    // As @huggingface/tokenizers reads it: prepend_scheme (default "always"), or the older
+    // add_prefix_space flag; `split` is not applied there, so not here either.
+    if (auto r = j.find("replacement"); r != j.end() && (!r->is_string() || r->get<std::string>() != kSpmSpace))
+      return c.err(field + ".replacement", "only \"\u2581\" is supported");
+    sp.metaspace = true;
+    sp.prepend_scheme = string_field(j, "prepend_scheme");
+    if (sp.prepend_scheme.empty()) sp.prepend_scheme = get_bool(j, "add_prefix_space", true) ? "always" : "never";
+    if (sp.prepend_scheme != "always" && sp.prepend_scheme != "first" && sp.prepend_scheme != "never")
+      return c.err(field + ".prepend_scheme", str_cat("unsupported value '", sp.prepend_scheme, "'"));
+    return {};
+  }
   if (type == "Sequence") {
     auto it = j.find("pretokenizers");
     if (it == j.end() || !it->is_array()) return c.err(field, "Sequence without a 'pretokenizers' array");
     for (size_t i = 0; i < it->size(); ++i)
       SPLASH_TRY_STATUS(
-          read_pre_tokenizer(c, (*it)[i], str_cat(field, ".pretokenizers[", i, "]"), spec, saw_byte_level));
+          read_pre_tokenizer(c, (*it)[i], str_cat(field, ".pretokenizers[", i, "]"), spec, saw_byte_level, sp));
   } else if (type == "ByteLevel") {
     saw_byte_level = true;
     if (get_bool(j, "add_prefix_space", false)) spec.byte_level_prefix_space = true;
-    if (get_bool(j, "use_regex", true)) spec.splits.push_back({kGpt2Pattern, SplitBehavior::kIsolated, false});
+    if (get_bool(j, "use_regex", true))
+      spec.splits.push_back({*pretokenizer_pattern("gpt-2"), SplitBehavior::kIsolated, false});
   } else if (type == "Split") {
     SplitRule rule;
     auto pat = j.find("pattern");
@@ -111,8 +154,7 @@ Status read_model(const Ctx& c, const json& m, TokenizerSpec& spec, std::vector<
   // HF omits "type" in some older files; a vocab + merges object is BPE then.
   if (type.empty() && m.contains("merges")) type = "BPE";
   if (type != "BPE") return c.err("model.type", str_cat("unsupported model type '", type, "' (only BPE)"));
-  if (get_bool(m, "byte_fallback", false))
-    return c.err("model.byte_fallback", "byte-fallback BPE (SentencePiece converted to BPE) is not supported");
+  if (get_bool(m, "byte_fallback", false)) spec.kind = TokenizerKind::kSentencePiece;
   if (auto p = m.find("continuing_subword_prefix"); p != m.end() && p->is_string() && !p->get<std::string>().empty())
     return c.err("model.continuing_subword_prefix", "is not supported");
   if (auto p = m.find("end_of_word_suffix"); p != m.end() && p->is_string() && !p->get<std::string>().empty())
@@ -234,6 +276,53 @@ Status read_config(const Ctx& c, const json& cfg, TokenizerSpec& spec, const std
   return {};
 }
 
+// The Llama-2 form: spaces become '▁' (Prepend + Replace, or Metaspace), nothing splits the text.
+Status check_spm_form(const Ctx& c, const SpmSpaces& sp, bool byte_level, TokenizerSpec& spec) {
+  if (byte_level || !spec.splits.empty())
+    return c.err("pre_tokenizer", "a byte_fallback model with a ByteLevel or Split pre-tokenizer is not supported");
+  if (sp.metaspace && (sp.prepend || sp.replace))
+    return c.err("normalizer", "Prepend/Replace together with a Metaspace pre-tokenizer is not supported");
+  if (!sp.metaspace && !sp.replace)
+    return c.err("normalizer", "a byte_fallback model needs Replace(\" \" -> \"\u2581\") or a Metaspace pre-tokenizer");
+  if (sp.metaspace) {
+    spec.add_space_prefix = sp.prepend_scheme != "never";
+    spec.space_prefix_first_only = sp.prepend_scheme == "first";
+    spec.space_prefix_unless_space = true;
+  } else {
+    spec.add_space_prefix = sp.prepend;
+  }
+  return {};
+}
+
+// The file has merge ranks, SentencePiece encoding wants piece scores: a piece scores minus the rank
+// of the first merge that makes it, so "best merge first" picks the same pair in both. Pieces no
+// merge makes score below all of them. <0xXX> pieces are the byte-fallback tokens, unk_token unknown.
+void spm_types_and_scores(TokenizerSpec& spec) {
+  const size_t n = spec.tokens.size();
+  std::unordered_map<std::string_view, int32_t> ids;
+  ids.reserve(n);
+  for (size_t i = 0; i < n; ++i)
+    if (!spec.tokens[i].empty()) ids.emplace(spec.tokens[i], static_cast<int32_t>(i));
+  const float none = -static_cast<float>(spec.merges.size()) - 1.0f;
+  spec.scores.assign(n, none);
+  std::vector<uint8_t> scored(n, 0);
+  std::string merged;
+  for (size_t r = 0; r < spec.merges.size(); ++r) {
+    merged = spec.merges[r].first + spec.merges[r].second;
+    auto it = ids.find(merged);
+    if (it == ids.end() || scored[it->second]) continue;  // Tokenizer::build reports a merge outside the vocabulary
+    scored[it->second] = 1;
+    spec.scores[it->second] = -static_cast<float>(r);
+  }
+  for (size_t i = 0; i < n; ++i) {
+    const std::string& s = spec.tokens[i];
+    if (s.size() == 6 && s.starts_with("<0x") && s[5] == '>' && std::isxdigit(static_cast<unsigned char>(s[3])) &&
+        std::isxdigit(static_cast<unsigned char>(s[4])))
+      spec.types[i] = TokenType::kByte;
+  }
+  if (spec.unk_id >= 0 && static_cast<size_t>(spec.unk_id) < n) spec.types[spec.unk_id] = TokenType::kUnknown;
+}
+
 Result<Tokenizer> load_impl(std::string_view tokenizer_json, std::string_view config_json, const std::string& source) {
   Ctx c{source};
   json j = json::parse(tokenizer_json, nullptr, /*allow_exceptions=*/false);
@@ -248,12 +337,20 @@ Result<Tokenizer> load_impl(std::string_view tokenizer_json, std::string_view co
   if (model == j.end()) return c.err("model", "missing");
   SPLASH_TRY_STATUS(read_model(c, *model, spec, by_id));
   if (auto a = j.find("added_tokens"); a != j.end()) SPLASH_TRY_STATUS(read_added(c, *a, spec, by_id));
-  if (auto n = j.find("normalizer"); n != j.end()) SPLASH_TRY_STATUS(read_normalizer(c, *n, "normalizer", spec));
+  SpmSpaces sp;
+  if (auto n = j.find("normalizer"); n != j.end()) SPLASH_TRY_STATUS(read_normalizer(c, *n, "normalizer", spec, sp));
   bool byte_level = false;
   if (auto p = j.find("pre_tokenizer"); p != j.end())
-    SPLASH_TRY_STATUS(read_pre_tokenizer(c, *p, "pre_tokenizer", spec, byte_level));
-  if (!byte_level && type_of(j.value("decoder", json())) == "ByteLevel") byte_level = true;
-  if (!byte_level) return c.err("pre_tokenizer", "no ByteLevel step: only byte-level BPE tokenizers are supported");
+    SPLASH_TRY_STATUS(read_pre_tokenizer(c, *p, "pre_tokenizer", spec, byte_level, sp));
+  if (spec.kind == TokenizerKind::kSentencePiece) {
+    SPLASH_TRY_STATUS(check_spm_form(c, sp, byte_level, spec));
+  } else {
+    if (!byte_level && type_of(j.value("decoder", json())) == "ByteLevel") byte_level = true;
+    if (!byte_level)
+      return c.err("pre_tokenizer", "no ByteLevel step: only byte-level BPE and byte-fallback (Llama-2 form) BPE are supported");
+    if (sp.prepend || sp.replace || sp.metaspace)
+      return c.err("model.byte_fallback", "'\u2581' space handling without byte_fallback is not supported");
+  }
 
   if (!config_json.empty()) {
     json cfg = json::parse(config_json, nullptr, false);
@@ -269,6 +366,7 @@ Result<Tokenizer> load_impl(std::string_view tokenizer_json, std::string_view co
   spec.types.assign(spec.tokens.size(), TokenType::kNormal);
   for (size_t i = 0; i < spec.tokens.size(); ++i)
     if (spec.tokens[i].empty()) spec.types[i] = TokenType::kUnused;
+  if (spec.kind == TokenizerKind::kSentencePiece) spm_types_and_scores(spec);
   return Tokenizer::build(std::move(spec));
 }
 

@@ -165,11 +165,13 @@ Result<Tokenizer> Tokenizer::build(TokenizerSpec spec) {
   for (const SplitRule& rule : spec.splits) {
     auto re = SplitRegex::compile(rule.pattern);
     if (!re.ok()) return make_error(spec.source, ": ", re.error_message());
-    t->splits.push_back({std::move(re).value(), rule.behavior, rule.invert});
+    t->splits.push_back({rule.pattern, std::move(re).value(), rule.behavior, rule.invert});
   }
   t->byte_level_prefix_space = spec.byte_level_prefix_space;
   t->ignore_merges = spec.ignore_merges;
   t->add_space_prefix = spec.add_space_prefix;
+  t->space_prefix_first_only = spec.space_prefix_first_only;
+  t->space_prefix_unless_space = spec.space_prefix_unless_space;
   t->bos_id = spec.bos_id;
   t->eos_id = spec.eos_id;
   t->unk_id = spec.unk_id;
@@ -365,15 +367,19 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special, 
     }
   } else {
     // llama.cpp's rule: a space is prepended to text at the start of the input and after a special token.
+    // A tokenizer.json Metaspace narrows it (see TokenizerSpec::space_prefix_first_only).
     bool prev_special = true;
-    for (const Fragment& f : frags) {
+    for (size_t k = 0; k < frags.size(); ++k) {
+      const Fragment& f = frags[k];
       if (f.id >= 0) {
         out.push_back(f.id);
         prev_special = true;
         continue;
       }
       std::string s = normalize(t, f.text);
-      if (t.add_space_prefix && prev_special) s.insert(s.begin(), ' ');
+      bool prefix = t.add_space_prefix && prev_special && !(t.space_prefix_first_only && k > 0);
+      if (prefix && t.space_prefix_unless_space && (s.starts_with(' ') || s.starts_with(kSpmSpace))) prefix = false;
+      if (prefix) s.insert(s.begin(), ' ');
       detail::spm_encode(t, replace_all(s, " ", kSpmSpace), out);
       prev_special = false;
     }

@@ -39,6 +39,11 @@ class Tokenizer {
   // regexes that compile) and builds the lookup tables. Every loader ends here.
   static Result<Tokenizer> build(TokenizerSpec spec);
 
+  // The spec this tokenizer stands for: build(to_spec()) encodes and decodes exactly like *this.
+  // Derived values come back in the form build leaves them (added tokens' types set, eos among the
+  // end-of-generation ids, merges in rank order without duplicates, added tokens by id).
+  TokenizerSpec to_spec() const;
+
   // add_special: add BOS/EOS as the tokenizer's own config says (add_bos / add_eos).
   // parse_special: match special added tokens (<|im_start|>, <s>, ...) in the text; when false they
   // are encoded as plain text. Non-special added tokens (<think>, ...) are always matched.

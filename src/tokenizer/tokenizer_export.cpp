@@ -1,7 +1,12 @@
 #include "tokenizer/tokenizer_export.h"
 
+#include <algorithm>
+#include <string_view>
+#include <unordered_set>
+
 #include <nlohmann/json.hpp>
 
+#include "core/check.h"
 #include "tokenizer/pretokenizers.h"
 
 namespace splash {
@@ -20,9 +25,37 @@ std::vector<TokenType> export_types(const TokenizerSpec& spec) {
   return types;
 }
 
-const std::string& token_or_empty(const TokenizerSpec& spec, int32_t id) {
-  static const std::string kEmpty;
-  return id >= 0 && id < static_cast<int32_t>(spec.tokens.size()) ? spec.tokens[id] : kEmpty;
+std::string token_or_empty(const TokenizerSpec& spec, int32_t id) {
+  return id >= 0 && id < static_cast<int32_t>(spec.tokens.size()) ? spec.tokens[id] : std::string();
+}
+
+constexpr const char* kVocabPlaceholder = "@@splash-vocab@@";
+constexpr const char* kSpmSpace = "\xE2\x96\x81";  // U+2581, SentencePiece's space
+
+// BOS / EOS around each sequence, as Llama-2's tokenizer.json adds them (readers that ignore
+// tokenizer_config.json's add_bos_token still get <s>).
+ordered_json template_processing(const TokenizerSpec& spec) {
+  const bool bos = spec.add_bos && spec.bos_id >= 0, eos = spec.add_eos && spec.eos_id >= 0;
+  if (!bos && !eos) return nullptr;
+  ordered_json single = ordered_json::array(), pair = ordered_json::array(), specials = ordered_json::object();
+  auto special = [&](int32_t id, ordered_json& seq, int type_id) {
+    const std::string s = token_or_empty(spec, id);
+    seq.push_back({{"SpecialToken", {{"id", s}, {"type_id", type_id}}}});
+    specials[s] = {{"id", s}, {"ids", {id}}, {"tokens", {s}}};
+  };
+  auto sequence = [](const char* name, ordered_json& seq, int type_id) {
+    seq.push_back({{"Sequence", {{"id", name}, {"type_id", type_id}}}});
+  };
+  if (bos) special(spec.bos_id, single, 0);
+  sequence("A", single, 0);
+  if (eos) special(spec.eos_id, single, 0);
+  if (bos) special(spec.bos_id, pair, 0);
+  sequence("A", pair, 0);
+  if (eos) special(spec.eos_id, pair, 0);
+  if (bos) special(spec.bos_id, pair, 1);
+  sequence("B", pair, 1);
+  if (eos) special(spec.eos_id, pair, 1);
+  return {{"type", "TemplateProcessing"}, {"single", single}, {"pair", pair}, {"special_tokens", specials}};
 }
 
 }  // namespace
@@ -39,6 +72,10 @@ Result<std::vector<std::pair<std::string, gguf::Value>>> tokenizer_gguf_metadata
     if (!name)
       return make_error(spec.source, ": its pre-tokenizer regex has no GGUF (llama.cpp) name; known: ", pretokenizer_gguf_names());
     kv.emplace_back("tokenizer.ggml.pre", Value::from_string(*name));
+    // llama.cpp's gpt2 vocabularies have no switch for these; writing the file anyway would encode differently.
+    if (spec.byte_level_prefix_space)
+      return make_error(spec.source, ": ByteLevel add_prefix_space has no GGUF equivalent");
+    if (spec.ignore_merges) return make_error(spec.source, ": BPE ignore_merges has no GGUF equivalent");
   }
   kv.emplace_back("tokenizer.ggml.tokens", Value::array_of_strings(spec.tokens));
   if (spm || !spec.scores.empty()) {
@@ -69,7 +106,9 @@ Result<std::vector<std::pair<std::string, gguf::Value>>> tokenizer_gguf_metadata
   return kv;
 }
 
-Result<HfTokenizerFiles> tokenizer_hf_files(const Tokenizer& tokenizer) {
+namespace {
+
+Result<HfTokenizerFiles> hf_files(const Tokenizer& tokenizer) {
   const TokenizerSpec spec = tokenizer.to_spec();
   const bool spm = spec.kind == TokenizerKind::kSentencePiece;
   ordered_json j;
@@ -89,30 +128,49 @@ Result<HfTokenizerFiles> tokenizer_hf_files(const Tokenizer& tokenizer) {
   j["added_tokens"] = added;
 
   ordered_json merges = ordered_json::array();
-  ordered_json vocab = ordered_json::object();
+  // ordered_json looks keys up linearly; the vocabulary (up to ~250K entries) is written by hand in id
+  // order and spliced in for a placeholder. The first id of a string wins, as in Tokenizer::build.
+  std::vector<int32_t> vocab_ids;
+  std::unordered_set<std::string_view> seen;
+  auto add_vocab = [&](size_t i) {
+    if (seen.insert(spec.tokens[i]).second) vocab_ids.push_back(static_cast<int32_t>(i));
+  };
+  const ordered_json vocab = kVocabPlaceholder;
   if (spm) {
     // Llama-2's Hub form: BPE over SentencePiece pieces with byte fallback. Special pieces stay in the
     // vocabulary (SentencePiece models keep them there).
     for (size_t i = 0; i < spec.tokens.size(); ++i)
-      if (!spec.tokens[i].empty()) vocab[spec.tokens[i]] = i;
+      if (!spec.tokens[i].empty()) add_vocab(i);
     for (const auto& [a, b] : spm_merges_by_score(spec)) merges.push_back({a, b});
-    j["normalizer"] = {{"type", "Sequence"},
-                       {"normalizers", {{{"type", "Prepend"}, {"prepend", "\xE2\x96\x81"}},
-                                        {{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", "\xE2\x96\x81"}}}}};
-    j["pre_tokenizer"] = nullptr;
-    j["post_processor"] = nullptr;
-    j["decoder"] = {{"type", "Sequence"},
-                    {"decoders", {{{"type", "Replace"}, {"pattern", {{"String", "\xE2\x96\x81"}}}, {"content", " "}},
-                                  {{"type", "ByteFallback"}},
-                                  {{"type", "Fuse"}},
-                                  {{"type", "Strip"}, {"content", " "}, {"start", 1}, {"stop", 0}}}}};
+    const ordered_json replace_space = {{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", kSpmSpace}};
+    ordered_json decoders = ordered_json::array();
+    decoders.push_back({{"type", "Replace"}, {"pattern", {{"String", kSpmSpace}}}, {"content", " "}});
+    decoders.push_back({{"type", "ByteFallback"}});
+    decoders.push_back({{"type", "Fuse"}});
+    if (spec.space_prefix_first_only || spec.space_prefix_unless_space) {
+      // Metaspace prefixes only text that does not start with a space, and ("first") only at the input's start.
+      j["normalizer"] = nullptr;
+      j["pre_tokenizer"] = {{"type", "Metaspace"}, {"replacement", kSpmSpace},
+                            {"prepend_scheme", !spec.add_space_prefix ? "never" : spec.space_prefix_first_only ? "first" : "always"},
+                            {"split", false}};
+    } else if (spec.add_space_prefix) {
+      j["normalizer"] = {{"type", "Sequence"},
+                         {"normalizers", {{{"type", "Prepend"}, {"prepend", kSpmSpace}}, replace_space}}};
+      j["pre_tokenizer"] = nullptr;
+    } else {
+      j["normalizer"] = replace_space;
+      j["pre_tokenizer"] = nullptr;
+    }
+    if (spec.add_space_prefix) decoders.push_back({{"type", "Strip"}, {"content", " "}, {"start", 1}, {"stop", 0}});
+    j["post_processor"] = template_processing(spec);
+    j["decoder"] = {{"type", "Sequence"}, {"decoders", decoders}};
     j["model"] = {{"type", "BPE"}, {"dropout", nullptr}, {"unk_token", token_or_empty(spec, spec.unk_id)},
                   {"continuing_subword_prefix", nullptr}, {"end_of_word_suffix", nullptr}, {"fuse_unk", true},
                   {"byte_fallback", true}, {"ignore_merges", false}, {"vocab", vocab}, {"merges", merges}};
     if (spec.unk_id < 0) j["model"]["unk_token"] = nullptr;
   } else {
     for (size_t i = 0; i < spec.tokens.size(); ++i)
-      if (!spec.tokens[i].empty() && !is_added[i]) vocab[spec.tokens[i]] = i;
+      if (!spec.tokens[i].empty() && !is_added[i]) add_vocab(i);
     for (const auto& [a, b] : spec.merges) merges.push_back({a, b});
     ordered_json norms = ordered_json::array();
     for (Normalizer n : spec.normalizers)
@@ -151,7 +209,27 @@ Result<HfTokenizerFiles> tokenizer_hf_files(const Tokenizer& tokenizer) {
   cfg["clean_up_tokenization_spaces"] = false;
   cfg["tokenizer_class"] = spm ? "LlamaTokenizerFast" : "PreTrainedTokenizerFast";
   if (!spec.chat_template.empty()) cfg["chat_template"] = spec.chat_template;
-  return HfTokenizerFiles{j.dump(1) + "\n", cfg.dump(2) + "\n"};
+  std::string text = j.dump(1);
+  const std::string placeholder = str_cat("\"vocab\": \"", kVocabPlaceholder, "\"");
+  const size_t at = text.find(placeholder);
+  SPLASH_CHECK(at != std::string::npos);
+  std::string vocab_text = "{";
+  for (size_t k = 0; k < vocab_ids.size(); ++k)
+    vocab_text += str_cat(k ? ",\n  " : "\n  ", ordered_json(spec.tokens[vocab_ids[k]]).dump(), ": ", vocab_ids[k]);
+  vocab_text += "\n }";
+  text.replace(at, placeholder.size(), str_cat("\"vocab\": ", vocab_text));
+  return HfTokenizerFiles{std::move(text) + "\n", cfg.dump(2) + "\n"};
+}
+
+}  // namespace
+
+Result<HfTokenizerFiles> tokenizer_hf_files(const Tokenizer& tokenizer) {
+  // JSON output needs valid UTF-8; nlohmann::json reports a vocabulary string that is not by throwing.
+  try {
+    return hf_files(tokenizer);
+  } catch (const std::exception& e) {
+    return make_error(tokenizer.to_spec().source, ": cannot write tokenizer.json: ", e.what());
+  }
 }
 
 }  // namespace splash

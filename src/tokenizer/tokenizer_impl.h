@@ -27,6 +27,7 @@ struct BpeMerge {
 };
 
 struct CompiledSplit {
+  std::string pattern;  // as given in the spec, so to_spec can give it back
   SplitRegex regex;
   SplitBehavior behavior;
   bool invert;
@@ -60,6 +61,8 @@ struct TokenizerImpl {
   bool byte_level_prefix_space = false;
   bool ignore_merges = false;
   bool add_space_prefix = false;
+  bool space_prefix_first_only = false;
+  bool space_prefix_unless_space = false;
 
   int32_t bos_id = -1, eos_id = -1, unk_id = -1, pad_id = -1;
   std::vector<int32_t> eog_ids;

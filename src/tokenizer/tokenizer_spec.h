@@ -59,6 +59,10 @@ struct TokenizerSpec {
   bool byte_level_prefix_space = false;  // ByteLevel add_prefix_space
   bool ignore_merges = false;           // a whole word found in the vocabulary is one token
   bool add_space_prefix = false;        // SPM: prepend ' ' to text that starts the input / follows a special
+  // SPM from a tokenizer.json Metaspace pre-tokenizer: prefix only the text that starts the input
+  // (prepend_scheme "first"), and never text that already starts with a space. GGUF cannot say either.
+  bool space_prefix_first_only = false;
+  bool space_prefix_unless_space = false;
 
   int32_t bos_id = -1;
   int32_t eos_id = -1;
@@ -69,5 +73,11 @@ struct TokenizerSpec {
   bool add_eos = false;
   std::string chat_template;
 };
+
+// Merges for a SentencePiece vocabulary in the form Hugging Face's converter writes for Llama-2: every
+// split of a piece into two pieces that are both in the vocabulary (at character boundaries), ordered
+// by the merged piece's score (best first), then by the left and right ids. BPE with these merges
+// segments like SentencePiece's score-based merging. Needs spec.scores ([n_vocab]).
+std::vector<std::pair<std::string, std::string>> spm_merges_by_score(const TokenizerSpec& spec);
 
 }  // namespace splash
