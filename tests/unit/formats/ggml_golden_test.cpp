@@ -1,6 +1,6 @@
 // Our GGML (de)quantizers against golden data written by llama.cpp's own ggml (see
 // tests/data/ggml/README.md for how the file was produced). The file holds `src` (F32 inputs,
-// [512, 16]), and per type T: `q.T` (ggml's reference quantization of src) and `deq.T` (F32, ggml's
+// [512, 18]), and per type T: `q.T` (ggml's reference quantization of src) and `deq.T` (F32, ggml's
 // dequantization of q.T). Reading it also exercises our GGUF reader on a file ggml wrote itself.
 #include <gtest/gtest.h>
 
@@ -20,7 +20,7 @@ namespace splash::quant {
 namespace {
 
 constexpr uint64_t kRowLen = 512;
-constexpr uint64_t kRows = 16;
+constexpr uint64_t kRows = 18;
 
 struct GoldenType {
   DType type;
@@ -105,7 +105,7 @@ TEST(GgmlGolden, FileLayoutAsGgmlWroteIt) {
   ASSERT_NE(src, nullptr);
   EXPECT_EQ(src->type, DType::kF32);
   EXPECT_EQ(src->shape, (std::vector<uint64_t>{kRowLen, kRows}));
-  // Spot values fixed by the generator (README): row 8 is zeros, row 11 is 0.75, row 12 is a grid,
+  // Spot values fixed by the generator (README): row 8 is zeros, row 11 is 0.75, row 12 is a grid of quarter steps,
   // row 7 has the outlier 50 at column 100.
   const std::vector<float> x = as_floats(*src);
   EXPECT_EQ(x[8 * kRowLen + 3], 0.0f);
@@ -113,6 +113,10 @@ TEST(GgmlGolden, FileLayoutAsGgmlWroteIt) {
   EXPECT_EQ(x[12 * kRowLen + 0], -2.0f);
   EXPECT_EQ(x[12 * kRowLen + 16], 2.0f);
   EXPECT_EQ(x[7 * kRowLen + 100], 50.0f);
+  // Rows 16 and 17: half-integer ties; block 0 of row 16 starts at 127 (Q8_0 scale exactly 1).
+  EXPECT_EQ(x[16 * kRowLen + 0], 127.0f);
+  EXPECT_EQ(x[17 * kRowLen + 0], -31.75f);
+  EXPECT_EQ(std::fmod(std::fabs(x[16 * kRowLen + 5]), 1.0f), 0.5f);
 
   for (const GoldenType& g : kTypes) {
     SCOPED_TRACE(g.ggml_name);
