@@ -66,6 +66,7 @@ uint32_t bits(float f) {
 }
 
 // Distance in units in the last place between two finite floats of the same sign (large otherwise).
+// +0 and -0 are 0 apart: a sign-of-zero difference shows only in the count of differing values.
 int64_t ulp_distance(float a, float b) {
   if (bits(a) == bits(b)) return 0;
   if (std::signbit(a) != std::signbit(b)) return a == b ? 0 : INT64_MAX;
@@ -105,8 +106,8 @@ TEST(GgmlGolden, FileLayoutAsGgmlWroteIt) {
   ASSERT_NE(src, nullptr);
   EXPECT_EQ(src->type, DType::kF32);
   EXPECT_EQ(src->shape, (std::vector<uint64_t>{kRowLen, kRows}));
-  // Spot values fixed by the generator (README): row 8 is zeros, row 11 is 0.75, row 12 is a grid of quarter steps,
-  // row 7 has the outlier 50 at column 100.
+  // Spot values fixed by the generator (README): row 8 is zeros, row 11 is 0.75, row 12 is a grid
+  // of quarter steps, row 7 has the outlier 50 at column 100.
   const std::vector<float> x = as_floats(*src);
   EXPECT_EQ(x[8 * kRowLen + 3], 0.0f);
   EXPECT_EQ(x[11 * kRowLen + 200], 0.75f);
