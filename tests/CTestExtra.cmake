@@ -59,4 +59,19 @@ endif()
 if(TARGET test_tokenizer)
   target_link_libraries(test_tokenizer PRIVATE splash_formats)
 endif()
+# Llama-2 form of tokenizer.json: splash_export_tokenizer writes the demo llama2.c vocabulary as
+# tokenizer.json, and the independent @huggingface/tokenizers must still encode strings.jsonl as
+# tests/tokenizer/llama2_expected.jsonl says (which test_tokenizer compares our SentencePiece encoder
+# against). Skipped (77) without node_modules or ~/.cache/splash/demo/tokenizer.bin.
+if(TARGET splash_tokenizer)
+  add_executable(splash_export_tokenizer ${PROJECT_SOURCE_DIR}/tests/tokenizer/export_tokenizer_main.cpp)
+  target_link_libraries(splash_export_tokenizer PRIVATE splash_tokenizer)
+  if(SPLASH_NODE)
+    add_test(NAME tokenizer_llama2_expected_current
+             COMMAND sh -c "test -f \"$HOME/.cache/splash/demo/tokenizer.bin\" || exit 77; \"$0\" \"$HOME/.cache/splash/demo/tokenizer.bin\" \"$1\" && \"$2\" \"$3\" \"$1\" --check"
+                     $<TARGET_FILE:splash_export_tokenizer> ${CMAKE_BINARY_DIR}/tokenizer_llama2_export ${SPLASH_NODE}
+                     ${PROJECT_SOURCE_DIR}/tests/tokenizer/make_llama2_expected.mjs)
+    set_tests_properties(tokenizer_llama2_expected_current PROPERTIES SKIP_RETURN_CODE 77 LABELS reference)
+  endif()
+endif()
 # --- end tokenizer ---
