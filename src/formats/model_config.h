@@ -11,7 +11,7 @@ namespace splash {
 
 enum class LayerKind : uint8_t { kFullAttention, kLinearAttention };
 
-struct RopeScaling {
+struct RopeScalingConfig {  // not RopeScaling: backend/cpu/rope.h has that enum
   std::string type;  // "" (none), "linear", "yarn", "llama3", ...
   float factor = 1.0f;
   float low_freq_factor = 0.0f;
@@ -32,7 +32,7 @@ struct ModelConfig {
   float rms_eps = 1e-5f;
   float rope_theta = 10000.0f;
   float partial_rotary_factor = 1.0f;  // fraction of head_dim rotated (hybrid models: 0.25)
-  RopeScaling rope_scaling;
+  RopeScalingConfig rope_scaling;
   bool tie_embeddings = false;   // output projection shares the token embedding
   bool attention_bias = false;   // q/k/v projections carry biases (qwen2)
   bool qk_norm = false;          // per-head RMSNorm on q and k (qwen3)

@@ -97,7 +97,11 @@ float fit_symmetric(const float* x, const float* w, int n, int nmax) {
     }
   if (amax < 1e-30f) return 0.0f;
   float best = 0, best_scale = 0;
-  for (int is = -9; is <= 9; ++is) {
+  // The plain scale (is = 0) is tried first and only a strictly better candidate replaces it: on a
+  // tie (a constant sub-block fits every candidate exactly) the full-range L = -nmax is kept, whose
+  // scale survives the super-block requantization exactly (ggml does the same).
+  for (int k = 0; k <= 18; ++k) {
+    const int is = k == 0 ? 0 : (k <= 9 ? -k : k - 9);
     const float iscale = -(nmax + 0.1f * is) / max;
     double slx = 0, sl2 = 0;
     for (int i = 0; i < n; ++i) {

@@ -1,0 +1,35 @@
+// The architecture registry. An architecture file (arch/<name>.cpp) defines one Architecture:
+// which config it accepts, how it loads a layer's tensors, and the layer's forward built from the
+// shared blocks (blocks/). registry.cpp lists them; adding one is that file plus one registry line
+// (docs/ADDING_A_MODEL.md).
+#pragma once
+
+#include <string_view>
+#include <vector>
+
+#include "core/result.h"
+#include "formats/model_config.h"
+#include "model/layer_context.h"
+#include "model/weights.h"
+
+namespace splash {
+
+struct Architecture {
+  std::string_view name;  // ModelConfig::architecture
+  // Rejects configs this architecture cannot run; the message names the field.
+  Status (*check_config)(const ModelConfig& config) = nullptr;
+  // Loads layer il's tensors.
+  Result<LayerWeights> (*load_layer)(const WeightLoader& loader, int il) = nullptr;
+  // One layer over every row of the pass: updates ctx.x in place.
+  void (*layer_forward)(const LayerWeights& layer, LayerContext& ctx) = nullptr;
+};
+
+// nullptr for an unknown name.
+const Architecture* find_architecture(std::string_view name);
+std::vector<std::string_view> architecture_names();
+
+// Checks shared by the dense decoder architectures: positive sizes, GQA divisibility, even
+// head_dim, no MoE or linear-attention layers. `name` goes into the message.
+Status check_dense_decoder_config(const ModelConfig& c, std::string_view name);
+
+}  // namespace splash

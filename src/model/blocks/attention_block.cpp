@@ -1,0 +1,94 @@
+#include "model/blocks/attention_block.h"
+
+#include <cstring>
+
+#include "backend/cpu/activation.h"
+#include "backend/cpu/attention.h"
+#include "backend/cpu/norm.h"
+
+namespace splash {
+
+Result<AttentionWeights> load_attention(const WeightLoader& loader, int il, const AttentionLoadSpec& spec) {
+  const ModelConfig& c = loader.config();
+  const int64_t q_dim = int64_t{c.n_head} * c.head_dim;
+  const int64_t kv_dim = int64_t{c.n_head_kv} * c.head_dim;
+  AttentionWeights w;
+  SPLASH_TRY(w.norm, loader.vector(layer_tensor_name(il, "input_layernorm.weight"), c.n_embd));
+  std::vector<std::string> names, biases;
+  for (const char* p : {"q_proj", "k_proj", "v_proj"}) {
+    names.push_back(layer_tensor_name(il, str_cat("self_attn.", p, ".weight")));
+    if (spec.bias) biases.push_back(layer_tensor_name(il, str_cat("self_attn.", p, ".bias")));
+  }
+  SPLASH_TRY(w.qkv, loader.projections(names, {q_dim, kv_dim, kv_dim}, c.n_embd, biases));
+  if (spec.qk_norm) {
+    SPLASH_TRY(w.q_norm, loader.vector(layer_tensor_name(il, "self_attn.q_norm.weight"), c.head_dim));
+    SPLASH_TRY(w.k_norm, loader.vector(layer_tensor_name(il, "self_attn.k_norm.weight"), c.head_dim));
+  }
+  SPLASH_TRY(w.o.w, loader.matrix(layer_tensor_name(il, "self_attn.o_proj.weight"), c.n_embd, q_dim));
+  return w;
+}
+
+namespace {
+
+void add_bias(float* y, const std::vector<float>& bias, int64_t n_rows, int64_t stride) {
+  if (bias.empty()) return;
+  const int64_t n = static_cast<int64_t>(bias.size());
+  for (int64_t r = 0; r < n_rows; ++r) add(y + r * stride, bias.data(), y + r * stride, n);
+}
+
+// y[:, :] = x * P^T + bias, y [n_rows, P.rows()] contiguous.
+void project(const Projection& p, const float* x, float* y, int64_t n_rows, ThreadPool& threads) {
+  matmul(p.w, x, y, n_rows, threads);
+  add_bias(y, p.bias, n_rows, p.w.rows());
+}
+
+}  // namespace
+
+void attention_block(const AttentionWeights& w, LayerContext& ctx) {
+  const ModelConfig& c = *ctx.config;
+  Workspace& ws = *ctx.ws;
+  const int64_t n = ctx.n_rows, d = c.n_embd, hd = c.head_dim;
+  const int64_t q_dim = c.n_head * hd, kv_dim = c.n_head_kv * hd;
+
+  rms_norm(ctx.x, w.norm.data(), c.rms_eps, ws.h.data(), n, d, ctx.isa);
+  if (w.qkv.size() == 1) {
+    // One weight pass for q, k and v; the split copies give each of them contiguous rows, which
+    // the KV store and attention want per sequence.
+    const int64_t stride = q_dim + 2 * kv_dim;
+    project(w.qkv[0], ws.h.data(), ws.qkv.data(), n, *ctx.threads);
+    for (int64_t r = 0; r < n; ++r) {
+      const float* src = ws.qkv.data() + r * stride;
+      std::memcpy(ws.q.data() + r * q_dim, src, q_dim * sizeof(float));
+      std::memcpy(ws.k.data() + r * kv_dim, src + q_dim, kv_dim * sizeof(float));
+      std::memcpy(ws.v.data() + r * kv_dim, src + q_dim + kv_dim, kv_dim * sizeof(float));
+    }
+  } else {
+    project(w.qkv[0], ws.h.data(), ws.q.data(), n, *ctx.threads);
+    project(w.qkv[1], ws.h.data(), ws.k.data(), n, *ctx.threads);
+    project(w.qkv[2], ws.h.data(), ws.v.data(), n, *ctx.threads);
+  }
+  if (!w.q_norm.empty()) {
+    rms_norm_heads(ws.q.data(), w.q_norm.data(), c.rms_eps, ws.q.data(), n, c.n_head, hd, ctx.isa);
+    rms_norm_heads(ws.k.data(), w.k_norm.data(), c.rms_eps, ws.k.data(), n, c.n_head_kv, hd, ctx.isa);
+  }
+  rope_apply(ws.q.data(), n, c.n_head, ctx.positions, *ctx.rope);
+  rope_apply(ws.k.data(), n, c.n_head_kv, ctx.positions, *ctx.rope);
+
+  for (const RowRun& run : ctx.runs)
+    ctx.kv->write(*run.kv, ctx.il, run.pos0, run.n_rows, ws.k.data() + run.row0 * kv_dim,
+                  ws.v.data() + run.row0 * kv_dim);
+
+  AttentionParams ap;
+  ap.n_head = static_cast<int>(c.n_head);
+  ap.n_kv_head = static_cast<int>(c.n_head_kv);
+  ap.head_dim = static_cast<int>(hd);
+  ap.level = ctx.isa;
+  for (const RowRun& run : ctx.runs)
+    attention(ws.q.data() + run.row0 * q_dim, run.n_rows, run.pos0, ctx.kv->view(*run.kv, ctx.il), ap,
+              ws.att.data() + run.row0 * q_dim, *ctx.threads);
+
+  project(w.o, ws.att.data(), ws.out.data(), n, *ctx.threads);
+  add(ctx.x, ws.out.data(), ctx.x, n * d);
+}
+
+}  // namespace splash

@@ -1,0 +1,53 @@
+// What one layer's forward sees during a batch pass: the residual stream of every row, where each
+// sequence's rows sit and at which positions, the KV pool, scratch buffers and the thread pool.
+// Built by Model::forward for each pass; blocks (blocks/) read and update it.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "backend/cpu/cpu_features.h"
+#include "backend/cpu/rope.h"
+#include "cache/kv_pages.h"
+#include "core/thread_pool.h"
+#include "formats/model_config.h"
+
+namespace splash {
+
+// One sequence's rows inside the pass.
+struct RowRun {
+  const KvPageTable* kv = nullptr;  // already reserved up to pos0 + n_rows
+  int64_t row0 = 0;                 // first row in the pass
+  int64_t n_rows = 0;
+  int64_t pos0 = 0;                 // position of row0 in its sequence
+};
+
+// Scratch for one pass, sized by Model::forward (grown, never shrunk, across passes of one call).
+struct Workspace {
+  std::vector<float> h;     // [n_rows, n_embd] normalized input of a block
+  std::vector<float> qkv;   // [n_rows, q_dim + 2 kv_dim] fused projection output
+  std::vector<float> q;     // [n_rows, n_head, head_dim]
+  std::vector<float> k;     // [n_rows, n_head_kv, head_dim]
+  std::vector<float> v;     // [n_rows, n_head_kv, head_dim]
+  std::vector<float> att;   // [n_rows, n_head, head_dim] attention output
+  std::vector<float> ff;    // [n_rows, 2 n_ff] gate and up
+  std::vector<float> act;   // [n_rows, n_ff] swiglu output
+  std::vector<float> out;   // [n_rows, n_embd] block output before the residual add
+};
+
+struct LayerContext {
+  const ModelConfig* config = nullptr;
+  const RopeTable* rope = nullptr;
+  KvPagePool* kv = nullptr;
+  ThreadPool* threads = nullptr;
+  IsaLevel isa = IsaLevel::kAvx512;
+  int il = 0;
+  int64_t n_rows = 0;
+  float* x = nullptr;                 // [n_rows, n_embd] residual stream, updated in place
+  const int32_t* positions = nullptr; // [n_rows]
+  std::span<const RowRun> runs;
+  Workspace* ws = nullptr;
+};
+
+}  // namespace splash

@@ -1,0 +1,97 @@
+// Model weights as the kernels take them, built once at load from ModelFiles and never changed
+// afterwards. Matrices are PackedWeights (zero-copy views of the mapping for GGML/float types, owned
+// repacks for MLX and for fused projections); norms and biases are f32 copies.
+//
+// WeightLoader is what architecture files use to fetch their tensors by Hugging Face name with the
+// shape they expect; every error names the model file, the tensor and what was wrong.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "backend/cpu/matmul.h"
+#include "backend/cpu/rope.h"
+#include "core/result.h"
+#include "formats/model_files.h"
+
+namespace splash {
+
+// A matrix y = x W^T (+ bias), possibly several logical matrices fused along the rows.
+struct Projection {
+  PackedWeights w;             // [rows, cols]
+  std::vector<float> bias;     // [rows], empty when the projection has none
+  std::vector<uint64_t> fused_bytes;  // backing store of w when it concatenates several file tensors
+};
+
+struct AttentionWeights {
+  std::vector<float> norm;     // [n_embd] input_layernorm
+  // Fused: qkv holds one Projection [q_dim + 2 kv_dim, n_embd]. Separate: three, q [q_dim, n_embd],
+  // k [kv_dim, n_embd], v [kv_dim, n_embd].
+  std::vector<Projection> qkv;
+  std::vector<float> q_norm;   // [head_dim] (qwen3), empty otherwise
+  std::vector<float> k_norm;   // [head_dim] (qwen3), empty otherwise
+  Projection o;                // [n_embd, q_dim]
+};
+
+struct MlpWeights {
+  std::vector<float> norm;     // [n_embd] post_attention_layernorm
+  // Fused: one Projection [2 n_ff, n_embd] (gate rows, then up rows). Separate: gate, up [n_ff, n_embd].
+  std::vector<Projection> gate_up;
+  Projection down;             // [n_embd, n_ff]
+};
+
+struct LayerWeights {
+  AttentionWeights attn;
+  MlpWeights mlp;
+};
+
+struct ModelWeights {
+  PackedWeights embed;          // [n_vocab, n_embd]
+  std::vector<float> out_norm;  // [n_embd]
+  PackedWeights output;         // [n_vocab, n_embd]; empty (rows() == 0) when tied to embed
+  std::vector<LayerWeights> layers;
+  RopeTable rope;               // positions [0, max_context)
+
+  const PackedWeights& output_matrix() const { return output.rows() > 0 ? output : embed; }
+};
+
+class WeightLoader {
+ public:
+  WeightLoader(const ModelFiles& files, IsaLevel isa, bool fuse) : files_(files), isa_(isa), fuse_(fuse) {}
+
+  const ModelFiles& files() const { return files_; }
+  const ModelConfig& config() const { return files_.config(); }
+  bool fuse() const { return fuse_; }
+
+  const ModelTensor* find(std::string_view name) const { return files_.find(name); }
+  // The tensor, or an error naming it as missing.
+  Result<const ModelTensor*> require(std::string_view name) const;
+
+  // A [rows, cols] matrix packed for matmul.
+  Result<PackedWeights> matrix(std::string_view name, int64_t rows, int64_t cols) const;
+  // An f32 vector of n values (norm weights, biases), in the file's row layout.
+  Result<std::vector<float>> vector(std::string_view name, int64_t n) const;
+
+  // Several [rows_i, cols] matrices stacked into one [sum rows_i, cols] projection when fusing is on
+  // and they share a storage type (and MLX bits/group); otherwise one Projection each. Biases:
+  // names of [rows_i] vectors (all present or all empty strings).
+  Result<std::vector<Projection>> projections(const std::vector<std::string>& names, const std::vector<int64_t>& rows,
+                                              int64_t cols, const std::vector<std::string>& bias_names) const;
+
+ private:
+  Result<const ModelTensor*> checked(std::string_view name, int64_t rows, int64_t cols) const;
+  Result<Projection> fused(const std::vector<const ModelTensor*>& parts, const std::vector<int64_t>& rows,
+                           int64_t cols) const;
+
+  const ModelFiles& files_;
+  IsaLevel isa_;
+  bool fuse_;
+};
+
+// "model.layers.<il>.<suffix>"
+std::string layer_tensor_name(int il, std::string_view suffix);
+
+}  // namespace splash
