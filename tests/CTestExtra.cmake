@@ -94,3 +94,17 @@ if(TARGET test_model)
   set_tests_properties(model_reference PROPERTIES LABELS reference TIMEOUT 900)
 endif()
 # --- end model ------------------------------------------------------------------------------------
+
+# --- model (model runtime: llama / qwen2 / qwen3 forward) -----------------------------------------
+# test_model builds its inputs with the test-model generator and the converter. Its reference tests
+# (numpy logits of every tiny architecture and type, stories15M golden data) call /usr/bin/python3
+# and take a while, so the `unit` entry skips them (SPLASH_MODEL_UNIT_ONLY) and `model_reference`
+# runs them.
+if(TARGET test_model)
+  target_link_libraries(test_model PRIVATE splash_testmodel splash_convert)
+  set_tests_properties(model PROPERTIES ENVIRONMENT SPLASH_MODEL_UNIT_ONLY=1)
+  add_test(NAME model_reference COMMAND test_model --gtest_filter=*ModelReference*:*Stories15M*:*KvFormat*
+           WORKING_DIRECTORY ${CMAKE_BINARY_DIR})
+  set_tests_properties(model_reference PROPERTIES LABELS reference TIMEOUT 900)
+endif()
+# --- end model ------------------------------------------------------------------------------------
