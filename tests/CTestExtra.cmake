@@ -14,16 +14,11 @@ if(SPLASH_NUMPY_PYTHON)
 endif()
 # The test-model generator checked by the reference: every format and type it writes loads in numpy
 # with finite, non-degenerate logits, and GGUF-F32 agrees with safetensors-F32 of the same seed.
-if(TARGET splash_testmodel)
-  add_executable(splash_make_test_model ${CMAKE_CURRENT_SOURCE_DIR}/reference/make_test_model_main.cpp)
-  target_link_libraries(splash_make_test_model PRIVATE splash_testmodel)
-  set_target_properties(splash_make_test_model PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR})
-  if(SPLASH_NUMPY_PYTHON)
-    add_test(NAME testmodel_reference
-      COMMAND ${SPLASH_NUMPY_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/reference/check_test_models.py
-              --tool $<TARGET_FILE:splash_make_test_model>)
-    set_tests_properties(testmodel_reference PROPERTIES LABELS "reference" TIMEOUT 600)
-  endif()
+if(SPLASH_NUMPY_PYTHON)
+  add_test(NAME testmodel_reference
+    COMMAND ${SPLASH_NUMPY_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/reference/check_test_models.py
+            --tool $<TARGET_FILE:splash>)
+  set_tests_properties(testmodel_reference PROPERTIES LABELS "reference" TIMEOUT 600)
 endif()
 # --- end reference ------------------------------------------------------------------------------
 
@@ -80,20 +75,6 @@ endif()
 if(TARGET test_convert)
   target_link_libraries(test_convert PRIVATE splash_testmodel)
 endif()
-
-# --- model (model runtime: llama / qwen2 / qwen3 forward) -----------------------------------------
-# test_model builds its inputs with the test-model generator and the converter. Its reference tests
-# (numpy logits of every tiny architecture and type, stories15M golden data) call /usr/bin/python3
-# and take a while, so the `unit` entry skips them (SPLASH_MODEL_UNIT_ONLY) and `model_reference`
-# runs them.
-if(TARGET test_model)
-  target_link_libraries(test_model PRIVATE splash_testmodel splash_convert)
-  set_tests_properties(model PROPERTIES ENVIRONMENT SPLASH_MODEL_UNIT_ONLY=1)
-  add_test(NAME model_reference COMMAND test_model --gtest_filter=*ModelReference*:*Stories15M*:*KvFormat*
-           WORKING_DIRECTORY ${CMAKE_BINARY_DIR})
-  set_tests_properties(model_reference PROPERTIES LABELS reference TIMEOUT 900)
-endif()
-# --- end model ------------------------------------------------------------------------------------
 
 # --- model (model runtime: llama / qwen2 / qwen3 forward) -----------------------------------------
 # test_model builds its inputs with the test-model generator and the converter. Its reference tests
