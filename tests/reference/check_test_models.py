@@ -12,7 +12,7 @@ For every architecture (llama, qwen2, qwen3) and every format/type the generator
     the reference's tokenizer) and tokenizer.json (read by @huggingface/tokenizers under node,
     when installed) give the same ids.
 
-Usage: check_test_models.py --tool build/splash_make_test_model [--keep DIR]
+Usage: check_test_models.py --tool build/splash [--keep DIR]   (runs `splash make-test-model`)
 Exits non-zero on the first failed check.
 """
 
@@ -44,7 +44,7 @@ def check(cond, msg):
 
 
 def make(tool, out, *flags):
-    cmd = [tool, "--out", out, *flags]
+    cmd = [tool, "make-test-model", "--out", out, *flags]
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)} failed: {r.stderr}")
