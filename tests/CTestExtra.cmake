@@ -89,3 +89,11 @@ if(TARGET test_model)
   set_tests_properties(model_reference PROPERTIES LABELS reference TIMEOUT 900)
 endif()
 # --- end model ------------------------------------------------------------------------------------
+
+# --- engine (generate loop, `splash run` / `splash bench`) ---
+# test_engine writes tiny models with the testmodel module and runs the built `splash` binary.
+if(TARGET test_engine)
+  target_link_libraries(test_engine PRIVATE splash_testmodel)
+  add_dependencies(test_engine splash)
+endif()
+# --- end engine ---

@@ -13,5 +13,7 @@ using Runner = std::function<int()>;
 Runner register_inspect(CLI::App& app);
 Runner register_convert(CLI::App& app);
 Runner register_make_test_model(CLI::App& app);
+Runner register_run(CLI::App& app);
+Runner register_bench(CLI::App& app);
 
 }  // namespace splash::cli

@@ -18,6 +18,8 @@ int main(int argc, char** argv) {
   add("inspect", "Print a model's architecture, tensors, quantization and tokenizer", splash::cli::register_inspect);
   add("convert", "Convert a model between llama2.c, GGUF and (MLX) safetensors", splash::cli::register_convert);
   add("make-test-model", "Write a tiny random-weight (or benchmark-shaped) model", splash::cli::register_make_test_model);
+  add("run", "Generate text from a prompt, streamed to stdout, timings to stderr", splash::cli::register_run);
+  add("bench", "Measure prefill (ppN) and decode (tgN) speed, llama-bench style", splash::cli::register_bench);
 
   try {
     app.parse(argc, argv);

@@ -1,0 +1,218 @@
+// `splash bench --model PATH -p 512,2048 -n 128 -r 5`: llama-bench-style throughput. "ppN" prefills N
+// fixed pseudo-random tokens into an empty cache in one forward call; "tgN" decodes N tokens one
+// forward call each after a one-token prompt. Each test runs r times after one untimed warm-up; the
+// table shows the median tok/s and the min-max spread. A benchmark, not a test: nothing is asserted.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "core/sizes.h"
+#include "model/model.h"
+
+namespace splash::cli {
+
+namespace {
+
+struct BenchArgs {
+  std::string model;
+  std::string tokenizer;
+  std::vector<int64_t> pp{512};
+  int64_t tg = 128;
+  int reps = 5;
+  int threads = 0;
+  std::string kv_format = "int8";
+  int64_t chunk = 0;
+  bool json = false;
+};
+
+struct BenchResult {
+  std::string test;
+  int64_t n_tokens = 0;
+  std::vector<double> tok_s;  // [reps]
+  double median = 0, min = 0, max = 0;
+};
+
+using Clock = std::chrono::steady_clock;
+
+// Fixed tokens so runs are comparable across builds; ids below 3 are skipped (special in llama vocabs).
+std::vector<int32_t> bench_tokens(int64_t n, int32_t n_vocab) {
+  std::vector<int32_t> t(static_cast<size_t>(n));
+  uint64_t s = 0x9E3779B97F4A7C15ull;
+  const uint64_t range = n_vocab > 3 ? static_cast<uint64_t>(n_vocab - 3) : 1;
+  for (auto& x : t) {
+    s = s * 6364136223846793005ull + 1442695040888963407ull;
+    x = static_cast<int32_t>(3 + (s >> 33) % range);
+  }
+  return t;
+}
+
+// One timed run: seconds; the sequence is released before returning.
+Result<double> time_prefill(const Model& m, KvPagePool& kv, ThreadPool& th, std::span<const int32_t> toks,
+                            const ForwardOptions& fo) {
+  SequenceState seq;
+  SequenceRun run{&seq, toks, LogitRows::kLast};
+  const auto t0 = Clock::now();
+  auto out = m.forward({&run, 1}, kv, th, fo);
+  const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+  release_sequence(kv, seq);
+  if (!out.ok()) return out.error();
+  return s;
+}
+
+Result<double> time_decode(const Model& m, KvPagePool& kv, ThreadPool& th, std::span<const int32_t> toks,
+                           const ForwardOptions& fo) {
+  SequenceState seq;
+  SequenceRun first{&seq, toks.subspan(0, 1), LogitRows::kLast};
+  auto out = m.forward({&first, 1}, kv, th, fo);
+  if (!out.ok()) {
+    release_sequence(kv, seq);
+    return out.error();
+  }
+  const auto t0 = Clock::now();
+  for (size_t i = 1; i < toks.size(); ++i) {
+    SequenceRun step{&seq, toks.subspan(i, 1), LogitRows::kLast};
+    out = m.forward({&step, 1}, kv, th, fo);
+    if (!out.ok()) {
+      release_sequence(kv, seq);
+      return out.error();
+    }
+  }
+  const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+  release_sequence(kv, seq);
+  return s;
+}
+
+std::string format_params(uint64_t n) {
+  char buf[32];
+  if (n >= 1000000000ull) std::snprintf(buf, sizeof buf, "%.2f B", n / 1e9);
+  else std::snprintf(buf, sizeof buf, "%.2f M", n / 1e6);
+  return buf;
+}
+
+int usage_error(const std::string& msg) {
+  std::fprintf(stderr, "error: %s\n", msg.c_str());
+  return 2;
+}
+
+int run_bench(const BenchArgs& a) {
+  if (a.reps < 1) return usage_error(str_cat("-r ", a.reps, " must be >= 1"));
+  if (a.tg < 0) return usage_error(str_cat("-n ", a.tg, " is negative"));
+  if (a.threads < 0) return usage_error(str_cat("--threads ", a.threads, " is negative"));
+  for (int64_t p : a.pp)
+    if (p < 0) return usage_error(str_cat("-p ", p, " is negative"));
+  KvFormat format;
+  if (a.kv_format == "int8") format = KvFormat::kInt8;
+  else if (a.kv_format == "bf16") format = KvFormat::kBF16;
+  else if (a.kv_format == "f32") format = KvFormat::kF32;
+  else return usage_error(str_cat("--kv-format '", a.kv_format, "' is not one of int8, bf16, f32"));
+
+  ModelFilesOptions fopts;
+  fopts.tokenizer_path = a.tokenizer;
+  auto files = ModelFiles::open(a.model, fopts);
+  if (!files.ok()) return std::fprintf(stderr, "error: %s\n", files.error_message().c_str()), 1;
+  auto model = Model::load(*files);
+  if (!model.ok()) return std::fprintf(stderr, "error: %s\n", model.error_message().c_str()), 1;
+  const Model& m = *model;
+
+  uint64_t n_bytes = 0, n_params = 0;
+  for (const auto& t : files->tensors()) {
+    n_bytes += t.n_bytes();
+    n_params += t.n_elems();
+  }
+  int64_t longest = a.tg;
+  for (int64_t p : a.pp) longest = std::max(longest, p);
+  if (longest > m.max_context())
+    return usage_error(str_cat("a test needs ", longest, " positions; the model's context limit is ", m.max_context()));
+  auto kv = KvPagePool::create(m.kv_cache_config(format, longest / kKvPageTokens + 2));
+  if (!kv.ok()) return std::fprintf(stderr, "error: %s\n", kv.error_message().c_str()), 1;
+  ThreadPool threads(a.threads);
+  ForwardOptions fo;
+  fo.chunk_tokens = a.chunk;
+  const std::vector<int32_t> toks = bench_tokens(std::max<int64_t>(longest, 1), static_cast<int32_t>(m.config().n_vocab));
+
+  std::vector<BenchResult> results;
+  auto run_test = [&](bool decode, int64_t n) -> Status {
+    if (n == 0) return Status{};
+    BenchResult r;
+    r.test = str_cat(decode ? "tg" : "pp", n);
+    r.n_tokens = n;
+    // time_decode times every token after the first (the one-token prompt): N + 1 tokens time N steps.
+    std::vector<int32_t> t(toks.begin(), toks.begin() + std::min<int64_t>(n, static_cast<int64_t>(toks.size())));
+    if (decode) t.push_back(toks[0]);
+    for (int i = 0; i <= a.reps; ++i) {  // i == 0: untimed warm-up
+      SPLASH_TRY(double s, decode ? time_decode(m, *kv, threads, t, fo) : time_prefill(m, *kv, threads, t, fo));
+      if (i > 0) r.tok_s.push_back(s > 0 ? n / s : 0);
+    }
+    std::vector<double> v = r.tok_s;
+    std::sort(v.begin(), v.end());
+    r.median = v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+    r.min = v.front();
+    r.max = v.back();
+    if (!a.json)
+      std::fprintf(stderr, "  %s: %.2f tok/s (median of %d)\n", r.test.c_str(), r.median, a.reps);
+    results.push_back(std::move(r));
+    return Status{};
+  };
+  for (int64_t p : a.pp)
+    if (Status st = run_test(false, p); !st.ok()) return std::fprintf(stderr, "error: %s\n", st.error_message().c_str()), 1;
+  if (Status st = run_test(true, a.tg); !st.ok()) return std::fprintf(stderr, "error: %s\n", st.error_message().c_str()), 1;
+
+  const std::string model_name = str_cat(m.config().architecture, " ", m.describe_weights());
+  if (a.json) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& r : results)
+      out.push_back({{"model", model_name},
+                     {"path", a.model},
+                     {"size_bytes", n_bytes},
+                     {"params", n_params},
+                     {"threads", threads.size()},
+                     {"kv_format", kv_format_name(format)},
+                     {"test", r.test},
+                     {"n_tokens", r.n_tokens},
+                     {"reps", a.reps},
+                     {"tok_s_median", r.median},
+                     {"tok_s_min", r.min},
+                     {"tok_s_max", r.max},
+                     {"tok_s", r.tok_s}});
+    std::printf("%s\n", out.dump(2).c_str());
+    return 0;
+  }
+  std::printf("| %-28s | %10s | %9s | %7s | %4s | %8s | %24s |\n", "model", "size", "params", "threads", "kv",
+              "test", "t/s (median, min-max)");
+  std::printf("| %s | %s | %s | %s | %s | %s | %s |\n", std::string(28, '-').c_str(), std::string(10, '-').c_str(),
+              std::string(9, '-').c_str(), std::string(7, '-').c_str(), std::string(4, '-').c_str(),
+              std::string(8, '-').c_str(), std::string(24, '-').c_str());
+  for (const auto& r : results) {
+    char ts[64];
+    std::snprintf(ts, sizeof ts, "%.2f (%.2f-%.2f)", r.median, r.min, r.max);
+    std::printf("| %-28s | %10s | %9s | %7d | %4s | %8s | %24s |\n", model_name.c_str(), format_bytes(n_bytes).c_str(),
+                format_params(n_params).c_str(), threads.size(), kv_format_name(format), r.test.c_str(), ts);
+  }
+  return 0;
+}
+
+}  // namespace
+
+Runner register_bench(CLI::App& app) {
+  auto a = std::make_shared<BenchArgs>();
+  app.add_option("-m,--model", a->model, "Model: .gguf file, llama2.c .bin, or safetensors directory")->required();
+  app.add_option("-p,--n-prompt", a->pp, "Prompt lengths for the ppN tests (comma separated; 0 = none)")
+      ->delimiter(',')
+      ->capture_default_str();
+  app.add_option("-n,--n-gen", a->tg, "Tokens for the tgN test (0 = none)")->capture_default_str();
+  app.add_option("-r,--repetitions", a->reps, "Timed runs per test")->capture_default_str();
+  app.add_option("-t,--threads", a->threads, "Threads (0 = physical cores)")->capture_default_str();
+  app.add_option("--kv-format", a->kv_format, "KV cache format: int8, bf16 or f32")->capture_default_str();
+  app.add_option("--chunk", a->chunk, "Prefill chunk tokens (0 = the model's default)")->capture_default_str();
+  app.add_flag("--json", a->json, "Print the results as JSON");
+  app.add_option("--tokenizer", a->tokenizer, "llama2.c tokenizer.bin (default: beside the model)");
+  return [a] { return run_bench(*a); };
+}
+
+}  // namespace splash::cli
