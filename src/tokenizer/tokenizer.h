@@ -91,7 +91,8 @@ class Tokenizer {
 
 // A Hugging Face tokenizer: `path` is tokenizer.json or a model directory holding tokenizer.json and
 // (optionally) tokenizer_config.json, which supplies bos/eos/pad, add_bos_token/add_eos_token and
-// chat_template.
+// chat_template. Byte-level BPE files, and the Llama-2 form of SentencePiece vocabularies (BPE with
+// byte_fallback; Prepend + Replace or Metaspace), which loads as TokenizerKind::kSentencePiece.
 Result<Tokenizer> load_tokenizer_json(const std::string& path);
 // tokenizer.json text already in memory (fuzzing, tests); `config_json` may be empty.
 Result<Tokenizer> load_tokenizer_json_text(std::string_view tokenizer_json, std::string_view config_json,

@@ -18,6 +18,10 @@ namespace splash {
 // "qwen2"; an unnamed pre-tokenizer is an error), .tokens, .scores, .token_type, .merges,
 // bos/eos/unk/padding ids, add_bos_token / add_eos_token, add_space_prefix, and
 // tokenizer.chat_template when the tokenizer carries one.
+// Not representable, so not carried (as llama.cpp's own converter): a byte-level tokenizer's
+// normalizer (NFC), and a Metaspace-form SentencePiece tokenizer's narrower space prefix (prepend_scheme
+// "first", none before a leading space); the GGUF copy prefixes a space the llama.cpp way. ByteLevel
+// add_prefix_space and ignore_merges, which would change every encoding, are errors.
 Result<std::vector<std::pair<std::string, gguf::Value>>> tokenizer_gguf_metadata(const Tokenizer& tokenizer);
 
 struct HfTokenizerFiles {
@@ -28,7 +32,9 @@ struct HfTokenizerFiles {
 // Byte-level BPE: model BPE with merges, the pre-tokenizer's split regex + ByteLevel, NFC when the
 // tokenizer normalizes. SentencePiece vocabularies: the form Llama-2 checkpoints use on the Hub
 // (model BPE with byte_fallback and merges ordered by the merged piece's score, normalizer
-// Prepend("▁") + Replace(" ", "▁"), decoder Replace + ByteFallback + Fuse + Strip).
+// Prepend("▁") + Replace(" ", "▁"), decoder Replace + ByteFallback + Fuse + Strip; a Metaspace
+// pre-tokenizer instead when the tokenizer came from one). Errors: a vocabulary string that is not
+// valid UTF-8 (JSON cannot hold it).
 Result<HfTokenizerFiles> tokenizer_hf_files(const Tokenizer& tokenizer);
 
 }  // namespace splash
