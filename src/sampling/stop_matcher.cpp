@@ -29,7 +29,7 @@ bool is_valid_utf8(std::string_view s) {
 
 }  // namespace
 
-size_t utf8_complete_prefix(std::string_view text) {
+size_t utf8_text_boundary(std::string_view text) {
   // Look back at most 3 bytes for the lead byte of the last sequence.
   const size_t n = text.size();
   for (size_t back = 1; back <= 3 && back <= n; ++back) {
@@ -95,7 +95,7 @@ StopMatcher::Feed StopMatcher::feed(std::string_view piece) {
       }
     }
   }
-  const size_t emit_len = std::min(held_.size() - hold, utf8_complete_prefix(held_));
+  const size_t emit_len = std::min(held_.size() - hold, utf8_text_boundary(held_));
   out.emit = held_.substr(0, emit_len);
   held_.erase(0, emit_len);
   return out;

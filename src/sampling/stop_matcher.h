@@ -68,6 +68,7 @@ class StopTokens {
 // Length of the longest prefix of `text` that ends on a UTF-8 character boundary, treating a
 // truncated multi-byte sequence at the very end (at most 3 bytes) as not yet complete. Invalid
 // bytes are not held: only a lead byte whose continuation bytes have not arrived yet is.
-size_t utf8_complete_prefix(std::string_view text);
+// (Not named utf8_complete_prefix: the tokenizer module defines that symbol, and both link into splash.)
+size_t utf8_text_boundary(std::string_view text);
 
 }  // namespace splash

@@ -123,7 +123,7 @@ TEST(StopMatcher, NeverSplitsAUtf8Character) {
   for (char c : text) {
     auto f = m.feed(std::string(1, c));
     // Every emitted chunk is whole characters.
-    EXPECT_EQ(utf8_complete_prefix(f.emit), f.emit.size());
+    EXPECT_EQ(utf8_text_boundary(f.emit), f.emit.size());
     if (!f.emit.empty()) {
       EXPECT_NE(static_cast<unsigned char>(f.emit[0]) & 0xC0, 0x80) << "chunk starts mid-character";
     }
@@ -150,14 +150,14 @@ TEST(StopMatcher, InvalidStopStringsAreRejected) {
 }
 
 TEST(Utf8, CompletePrefix) {
-  EXPECT_EQ(utf8_complete_prefix(""), 0u);
-  EXPECT_EQ(utf8_complete_prefix("abc"), 3u);
-  EXPECT_EQ(utf8_complete_prefix("ab\xC3"), 2u);
-  EXPECT_EQ(utf8_complete_prefix("ab\xC3\xA9"), 4u);
-  EXPECT_EQ(utf8_complete_prefix("a\xF0\x9F\x98"), 1u);
-  EXPECT_EQ(utf8_complete_prefix("a\xF0\x9F\x98\x80"), 5u);
-  EXPECT_EQ(utf8_complete_prefix("a\x80"), 2u);  // stray continuation byte: not held
-  EXPECT_EQ(utf8_complete_prefix("a\xFF"), 2u);  // invalid byte: not held
+  EXPECT_EQ(utf8_text_boundary(""), 0u);
+  EXPECT_EQ(utf8_text_boundary("abc"), 3u);
+  EXPECT_EQ(utf8_text_boundary("ab\xC3"), 2u);
+  EXPECT_EQ(utf8_text_boundary("ab\xC3\xA9"), 4u);
+  EXPECT_EQ(utf8_text_boundary("a\xF0\x9F\x98"), 1u);
+  EXPECT_EQ(utf8_text_boundary("a\xF0\x9F\x98\x80"), 5u);
+  EXPECT_EQ(utf8_text_boundary("a\x80"), 2u);  // stray continuation byte: not held
+  EXPECT_EQ(utf8_text_boundary("a\xFF"), 2u);  // invalid byte: not held
 }
 
 TEST(StopTokens, SetMembership) {
