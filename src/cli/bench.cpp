@@ -163,11 +163,18 @@ int run_bench(const BenchArgs& a) {
     if (Status st = run_test(false, p); !st.ok()) return std::fprintf(stderr, "error: %s\n", st.error_message().c_str()), 1;
   if (Status st = run_test(true, a.tg); !st.ok()) return std::fprintf(stderr, "error: %s\n", st.error_message().c_str()), 1;
 
-  const std::string model_name = str_cat(m.config().architecture, " ", m.describe_weights());
+  // "llama F32 matrices (avx2)": describe_weights() ("llama, F32 matrices (avx2), embeddings ...")
+  // up to its second item; the rest (every fusion) would not fit a table column.
+  const std::string& weights = m.describe_weights();
+  const size_t first = weights.find(", ");
+  const size_t second = first == std::string::npos ? first : weights.find(',', first + 2);
+  std::string model_name = weights.substr(0, second);
+  if (first != std::string::npos) model_name.replace(first, 2, " ");
   if (a.json) {
     nlohmann::json out = nlohmann::json::array();
     for (const auto& r : results)
       out.push_back({{"model", model_name},
+                     {"weights", weights},
                      {"path", a.model},
                      {"size_bytes", n_bytes},
                      {"params", n_params},
@@ -183,15 +190,15 @@ int run_bench(const BenchArgs& a) {
     std::printf("%s\n", out.dump(2).c_str());
     return 0;
   }
-  std::printf("| %-28s | %10s | %9s | %7s | %4s | %8s | %24s |\n", "model", "size", "params", "threads", "kv",
+  std::printf("| %-32s | %10s | %9s | %7s | %4s | %8s | %26s |\n", "model", "size", "params", "threads", "kv",
               "test", "t/s (median, min-max)");
-  std::printf("| %s | %s | %s | %s | %s | %s | %s |\n", std::string(28, '-').c_str(), std::string(10, '-').c_str(),
+  std::printf("| %s | %s | %s | %s | %s | %s | %s |\n", std::string(32, '-').c_str(), std::string(10, '-').c_str(),
               std::string(9, '-').c_str(), std::string(7, '-').c_str(), std::string(4, '-').c_str(),
-              std::string(8, '-').c_str(), std::string(24, '-').c_str());
+              std::string(8, '-').c_str(), std::string(26, '-').c_str());
   for (const auto& r : results) {
     char ts[64];
     std::snprintf(ts, sizeof ts, "%.2f (%.2f-%.2f)", r.median, r.min, r.max);
-    std::printf("| %-28s | %10s | %9s | %7d | %4s | %8s | %24s |\n", model_name.c_str(), format_bytes(n_bytes).c_str(),
+    std::printf("| %-32s | %10s | %9s | %7d | %4s | %8s | %26s |\n", model_name.c_str(), format_bytes(n_bytes).c_str(),
                 format_params(n_params).c_str(), threads.size(), kv_format_name(format), r.test.c_str(), ts);
   }
   return 0;
