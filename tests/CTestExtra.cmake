@@ -10,7 +10,8 @@ if(SPLASH_NUMPY_PYTHON)
   add_test(NAME reference_selftest
     COMMAND ${SPLASH_NUMPY_PYTHON} -m unittest -v test_reference
     WORKING_DIRECTORY ${PROJECT_SOURCE_DIR}/tests/reference)
-  set_tests_properties(reference_selftest PROPERTIES LABELS "reference" TIMEOUT 300)
+  set_tests_properties(reference_selftest PROPERTIES LABELS "reference" TIMEOUT 300
+                       ENVIRONMENT "SPLASH_VOCAB_DIR=${SPLASH_VOCAB_DIR}")
 endif()
 # The test-model generator checked by the reference: every format and type it writes loads in numpy
 # with finite, non-degenerate logits, and GGUF-F32 agrees with safetensors-F32 of the same seed.

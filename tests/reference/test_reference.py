@@ -24,7 +24,7 @@ import spm  # noqa: E402
 import testfiles  # noqa: E402
 
 DEMO = os.path.expanduser(os.environ.get("SPLASH_DEMO_DIR", "~/.cache/splash/demo"))
-VOCAB = os.environ.get("SPLASH_VOCAB_DIR", "/work/shared/reference/vocab")
+VOCAB = os.environ.get("SPLASH_VOCAB_DIR", os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../../shared/reference/vocab"))
 
 
 def f16b(x):

@@ -11,7 +11,7 @@
 namespace splash::gguf {
 namespace {
 
-const std::string kVocabDir = "/work/shared/reference/vocab/";
+const std::string kVocabDir = SPLASH_VOCAB_DIR "/";
 
 // Little-endian byte builder for hand-made files.
 struct Bytes {

