@@ -89,6 +89,8 @@ int run_run(const RunArgs& a) {
   std::fprintf(stderr, "prompt tokens %lld · TTFT %.1f ms · prefill %.1f tok/s · decode %.1f tok/s (%lld tokens)\n",
                static_cast<long long>(stats->n_prompt), stats->ttft_ms, stats->prefill_tok_s, stats->decode_tok_s,
                static_cast<long long>(stats->n_generated));
+  if (!a.seed && !opt.sampling.is_greedy())
+    std::fprintf(stderr, "seed %llu\n", static_cast<unsigned long long>(stats->seed));
   if (stats->stop == StopReason::kContext)
     std::fprintf(stderr, "stopped at the model's context limit (%lld tokens)\n",
                  static_cast<long long>(model->max_context()));
@@ -107,7 +109,7 @@ Runner register_run(CLI::App& app) {
   app.add_option("--top-p", a->top_p, "Top-p (1 = off)")->capture_default_str();
   app.add_option("--min-p", a->min_p, "Min-p (0 = off)")->capture_default_str();
   app.add_option("--repeat-penalty", a->repeat_penalty, "Repetition penalty (1 = off)")->capture_default_str();
-  app.add_option("--seed", a->seed, "Sampler seed (default: random, reported nowhere)");
+  app.add_option("--seed", a->seed, "Sampler seed (default: random, printed to stderr so the run can be repeated)");
   app.add_option("-t,--threads", a->threads, "Threads (0 = physical cores)")->capture_default_str();
   app.add_option("--kv-format", a->kv_format, "KV cache format: int8, bf16 or f32")->capture_default_str();
   app.add_option("--stop", a->stop, "Stop string (repeatable)");
