@@ -15,16 +15,12 @@
 
 #include "core/dtype.h"
 #include "core/result.h"
+#include "core/byte_sink.h"
 #include "formats/gguf.h"
 
 namespace splash::gguf {
 
-// Receives a tensor's bytes in any number of chunks.
-class ByteSink {
- public:
-  virtual ~ByteSink() = default;
-  virtual Status write(std::span<const uint8_t> bytes) = 0;
-};
+using splash::ByteSink;  // core/byte_sink.h, shared with the safetensors writer
 
 // Streams exactly the tensor's n_bytes into the sink (checked by the writer).
 using TensorProducer = std::function<Status(ByteSink&)>;

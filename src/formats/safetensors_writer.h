@@ -12,16 +12,10 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "core/byte_sink.h"
 #include "core/result.h"
 
 namespace splash {
-
-// Receives a tensor's bytes in order; a producer may call write() any number of times.
-class ByteSink {
- public:
-  virtual ~ByteSink() = default;
-  virtual Status write(std::span<const uint8_t> bytes) = 0;
-};
 
 struct SafeTensorWrite {
   std::string name;
