@@ -1,0 +1,158 @@
+#include "engine/lane.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "core/check.h"
+
+namespace splash {
+
+double ms_between(EngineClock::time_point a, EngineClock::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+Result<std::unique_ptr<Lane>> Lane::create(uint64_t id, EngineRequest request, EngineCallback callback,
+                                           const Tokenizer& tokenizer, int64_t n_vocab, int64_t max_context) {
+  const int64_t n_prompt = static_cast<int64_t>(request.prompt.size());
+  if (n_prompt == 0) return make_error("submit: the prompt is empty (pass at least the BOS token)");
+  for (int64_t i = 0; i < n_prompt; ++i) {
+    const int32_t t = request.prompt[static_cast<size_t>(i)];
+    if (t < 0 || t >= n_vocab)
+      return make_error("submit: prompt token ", i, " has id ", t, ", outside the vocabulary [0, ", n_vocab, ")");
+  }
+  if (n_prompt >= max_context)
+    return make_error("submit: the prompt has ", n_prompt, " tokens; the model's context limit is ", max_context,
+                      " (no room to generate)");
+  if (request.max_tokens <= 0) return make_error("submit: max_tokens = ", request.max_tokens, " must be > 0");
+  if (!callback) return make_error("submit: no callback");
+  if (Status st = request.sampling.validate(); !st.ok()) return make_error("submit: ", st.error_message());
+  auto sampler = Sampler::create(request.sampling);
+  if (!sampler.ok()) return make_error("submit: ", sampler.error_message());
+  auto stops = StopMatcher::create(request.stop);
+  if (!stops.ok()) return make_error("submit: ", stops.error_message());
+  return std::unique_ptr<Lane>(new Lane(id, std::move(request), std::move(callback), tokenizer,
+                                        std::move(*sampler), std::move(*stops), max_context));
+}
+
+Lane::Lane(uint64_t id, EngineRequest request, EngineCallback callback, const Tokenizer& tokenizer, Sampler sampler,
+           StopMatcher stops, int64_t max_context)
+    : id_(id),
+      request_(std::move(request)),
+      callback_(std::move(callback)),
+      tokenizer_(&tokenizer),
+      sampler_(std::move(sampler)),
+      detok_(tokenizer),
+      stops_(std::move(stops)),
+      max_context_(max_context) {
+  const int64_t n_prompt = static_cast<int64_t>(request_.prompt.size());
+  // The last sampled token is never fed back, so the KV reaches prompt + max_tokens - 1 at most.
+  max_positions_ = std::min(max_context_, n_prompt + request_.max_tokens - 1);
+  ctx_ = request_.prompt;
+  sampler_.accept_prompt(request_.prompt);
+  submitted_ = admitted_ = EngineClock::now();
+}
+
+std::span<const int32_t> Lane::feed(int64_t n) const {
+  SPLASH_CHECK(n >= 0 && n <= to_feed());
+  return std::span<const int32_t>(ctx_).subspan(static_cast<size_t>(kv_len()), static_cast<size_t>(n));
+}
+
+void Lane::after_prefill_chunk(EngineClock::time_point now) {
+  if (!request_.want_progress || recomputing_ || sampled_any_) return;
+  EngineEvent e;
+  e.kind = EngineEvent::kProgress;
+  e.total = n_prompt();
+  e.cache = 0;
+  e.processed = std::min(kv_len(), n_prompt());
+  e.time_ms = ms_between(admitted_, now);
+  callback_(e);
+}
+
+void Lane::emit_text(std::string text) {
+  if (text.empty() && pending_tokens_.empty()) return;
+  EngineEvent e;
+  e.kind = EngineEvent::kText;
+  e.text = std::move(text);
+  e.tokens = std::move(pending_tokens_);
+  pending_tokens_.clear();
+  callback_(e);
+}
+
+Lane::Step Lane::on_logits(std::span<float> logits, EngineClock::time_point now) {
+  Step step;
+  if (request_.ignore_eos) {
+    for (int32_t id : tokenizer_->eog_ids())
+      if (id >= 0 && static_cast<size_t>(id) < logits.size()) logits[static_cast<size_t>(id)] = -std::numeric_limits<float>::infinity();
+  }
+  auto sampled = sampler_.sample(logits);
+  if (!sampled.ok()) {
+    step.finish = FinishReason::kError;
+    step.error = sampled.error_message();
+    return step;
+  }
+  const int32_t tok = *sampled;
+  if (!sampled_any_) {
+    sampled_any_ = true;
+    first_token_ = now;
+    step.first_token = true;
+    step.ttft_ms = ms_between(submitted_, now);
+  } else {
+    step.itl_ms = ms_between(last_token_, now);
+  }
+  last_token_ = now;
+  recomputing_ = false;
+  if (!request_.ignore_eos && tokenizer_->is_eog(tok)) {
+    step.finish = FinishReason::kStop;
+    return step;
+  }
+  sampler_.accept(tok);
+  ctx_.push_back(tok);
+  pending_tokens_.push_back(tok);
+  ++n_generated_;
+  StopMatcher::Feed fed = stops_.feed(detok_.push(tok));
+  if (!fed.emit.empty()) emit_text(std::move(fed.emit));
+  if (fed.stopped) {
+    step.finish = FinishReason::kStop;
+  } else if (n_generated_ >= request_.max_tokens) {
+    step.finish = FinishReason::kLength;
+  } else if (static_cast<int64_t>(ctx_.size()) - 1 >= max_context_) {
+    // The new token would go to position ctx.size() - 1, past the last one the model has.
+    step.finish = FinishReason::kContext;
+  }
+  return step;
+}
+
+void Lane::preempt(KvPagePool& pool) {
+  release_sequence(pool, seq_);
+  recomputing_ = sampled_any_;
+}
+
+Lane::Done Lane::finish(FinishReason reason, std::string error, EngineClock::time_point now) {
+  if (reason != FinishReason::kCancelled && reason != FinishReason::kError) {
+    std::string tail;
+    if (!stops_.stopped()) {
+      StopMatcher::Feed fed = stops_.feed(detok_.flush());
+      tail = std::move(fed.emit);
+      if (!fed.stopped) tail += stops_.finish();
+    }
+    emit_text(std::move(tail));
+  }
+  Done done;
+  EngineEvent& e = done.event;
+  e.kind = EngineEvent::kDone;
+  e.finish = reason;
+  e.error = std::move(error);
+  e.prompt_tokens = n_prompt();
+  e.cached_tokens = 0;
+  e.completion_tokens = n_generated_;
+  if (sampled_any_) {
+    e.prompt_ms = ms_between(admitted_, first_token_);
+    e.predicted_ms = ms_between(first_token_, now);
+  } else {
+    e.prompt_ms = std::max(0.0, ms_between(admitted_, now));
+  }
+  done.callback = std::move(callback_);
+  return done;
+}
+
+}  // namespace splash

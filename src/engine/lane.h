@@ -1,0 +1,119 @@
+// One request inside the engine: its tokens, KV sequence, sampler, detokenizer and stop matcher,
+// and the events it streams. The scheduler (scheduler.cpp) decides when a lane runs and what it
+// feeds; the lane turns each logits row into a token, text and, eventually, a finish reason.
+//
+// A lane's tokens are ctx = prompt + every generated token it kept. Its KV holds the first kv_len()
+// of them; the rest are still to be fed: more than one (or a prompt not yet sampled from) means
+// prefilling, exactly one (the last sampled token) means decoding. A lane that gave its pages back
+// (preempt) has kv_len() == 0 and simply prefills ctx again; its last chunk's logits are then the
+// next decode step's, so recomputation changes nothing but time.
+//
+// Not thread-safe: owned and driven by the engine thread (created on the submitting thread, before
+// the engine sees it).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "engine/scheduler.h"
+#include "model/model.h"
+#include "sampling/sampler.h"
+#include "sampling/stop_matcher.h"
+#include "tokenizer/detokenizer.h"
+
+namespace splash {
+
+using EngineClock = std::chrono::steady_clock;
+
+double ms_between(EngineClock::time_point a, EngineClock::time_point b);
+
+class Lane {
+ public:
+  // Validates the request (see Engine::submit). n_vocab: the model's logits width; max_context: the
+  // model's context limit.
+  static Result<std::unique_ptr<Lane>> create(uint64_t id, EngineRequest request, EngineCallback callback,
+                                              const Tokenizer& tokenizer, int64_t n_vocab, int64_t max_context);
+
+  uint64_t id() const { return id_; }
+  const EngineRequest& request() const { return request_; }
+  int64_t n_prompt() const { return static_cast<int64_t>(request_.prompt.size()); }
+  int64_t n_generated() const { return n_generated_; }
+
+  SequenceState& seq() { return seq_; }
+  const SequenceState& seq() const { return seq_; }
+  int64_t kv_pages_held() const { return static_cast<int64_t>(seq_.kv.pages.size()); }
+  int64_t kv_len() const { return seq_.n_tokens(); }
+  // Tokens of ctx not yet in the KV.
+  int64_t to_feed() const { return static_cast<int64_t>(ctx_.size()) - kv_len(); }
+  bool decoding() const { return sampled_any_ && to_feed() == 1; }
+  bool prefilling() const { return !decoding(); }
+  // The next n tokens to feed, n <= to_feed().
+  std::span<const int32_t> feed(int64_t n) const;
+  // Positions the whole ctx would need, and would reach once the request runs to its end.
+  int64_t max_positions() const { return max_positions_; }
+
+  // --- timing
+  void set_admitted(EngineClock::time_point t) { admitted_ = t; }
+  EngineClock::time_point submitted() const { return submitted_; }
+  bool past_deadline(EngineClock::time_point now) const { return now >= request_.deadline; }
+
+  // After every prefill chunk (the last one before on_logits): a kProgress event when asked for and
+  // this is the first prefill (not a recomputation).
+  void after_prefill_chunk(EngineClock::time_point now);
+
+  // What one sampled token did, for the engine's metrics.
+  struct Step {
+    bool first_token = false;
+    double ttft_ms = 0;  // submit -> first token (first_token only)
+    double itl_ms = -1;  // since the previous token; < 0 when there is none
+    std::optional<FinishReason> finish;
+    std::string error;
+  };
+  // The logits after the lane's last fed token: samples, streams kText, and says whether the request
+  // is finished (the caller then calls finish()). `logits` [n_vocab] is modified (penalties, masks).
+  Step on_logits(std::span<float> logits, EngineClock::time_point now);
+
+  // Gives the KV pages back; the lane will prefill its ctx again.
+  void preempt(KvPagePool& pool);
+  // Releases the KV pages (idempotent).
+  void release(KvPagePool& pool) { release_sequence(pool, seq_); }
+
+  // Ends the request: streams the held-back text (not after a cancel or an error), then returns the
+  // kDone event and hands over the callback so the engine can deliver it after its bookkeeping.
+  struct Done {
+    EngineEvent event;
+    EngineCallback callback;
+  };
+  Done finish(FinishReason reason, std::string error, EngineClock::time_point now);
+
+ private:
+  Lane(uint64_t id, EngineRequest request, EngineCallback callback, const Tokenizer& tokenizer, Sampler sampler,
+       StopMatcher stops, int64_t max_context);
+  void emit_text(std::string text);
+
+  uint64_t id_;
+  EngineRequest request_;
+  EngineCallback callback_;
+  const Tokenizer* tokenizer_;
+  Sampler sampler_;
+  IncrementalDetokenizer detok_;
+  StopMatcher stops_;
+  int64_t max_context_;
+  int64_t max_positions_ = 0;
+
+  std::vector<int32_t> ctx_;             // [n_prompt + n_generated] prompt, then kept generated ids
+  SequenceState seq_;                    // KV of ctx_[0, kv_len())
+  std::vector<int32_t> pending_tokens_;  // generated ids whose text has not been streamed yet
+  int64_t n_generated_ = 0;
+  bool sampled_any_ = false;
+  bool recomputing_ = false;
+
+  EngineClock::time_point submitted_, admitted_, first_token_, last_token_;
+};
+
+}  // namespace splash

@@ -1,0 +1,252 @@
+// Engine: the public API, the engine thread's outer loop, bookkeeping and status. One tick's work
+// (cancels, admission, KV pages, the batch) is in scheduler_tick.cpp.
+#include "engine/scheduler.h"
+
+#include <algorithm>
+
+#include "engine/scheduler_impl.h"
+
+namespace splash {
+
+const char* finish_reason_name(FinishReason r) {
+  switch (r) {
+    case FinishReason::kStop: return "stop";
+    case FinishReason::kLength: return "length";
+    case FinishReason::kContext: return "context";
+    case FinishReason::kCancelled: return "cancelled";
+    case FinishReason::kTimeout: return "timeout";
+    case FinishReason::kError: return "error";
+  }
+  return "?";
+}
+
+SubmitError submit_error_kind(std::string_view message) {
+  if (message.starts_with("queue full")) return SubmitError::kQueueFull;
+  if (message.starts_with("capacity_exhausted")) return SubmitError::kCapacityExhausted;
+  if (message.starts_with("shutting down")) return SubmitError::kShuttingDown;
+  return SubmitError::kInvalid;
+}
+
+namespace {
+constexpr int kMaxLanes = 16;
+constexpr int64_t kDefaultPoolCapBytes = int64_t{1} << 30;
+
+int64_t pages_for_positions(int64_t n) { return (n + kKvPageTokens - 1) / kKvPageTokens; }
+}  // namespace
+
+// --- Engine -----------------------------------------------------------------------------------------
+
+Engine::Engine(std::unique_ptr<EngineImpl> impl) : impl_(std::move(impl)) {}
+Engine::~Engine() {
+  if (impl_) impl_->shutdown();
+}
+
+Result<std::unique_ptr<Engine>> Engine::create(const Model& model, const Tokenizer& tokenizer,
+                                               const EngineOptions& options) {
+  if (options.lanes < 1 || options.lanes > kMaxLanes)
+    return make_error("engine: lanes = ", options.lanes, " is outside [1, ", kMaxLanes, "]");
+  if (options.queue_size < 1) return make_error("engine: queue_size = ", options.queue_size, " must be >= 1");
+  if (options.kv_pages < 0) return make_error("engine: kv_pages = ", options.kv_pages, " is negative");
+  if (options.chunk_tokens < 0) return make_error("engine: chunk_tokens = ", options.chunk_tokens, " is negative");
+  const int64_t chunk = options.chunk_tokens > 0 ? options.chunk_tokens : model.options().chunk_tokens;
+  if (chunk < 1) return make_error("engine: the prefill chunk (", chunk, " tokens) must be >= 1");
+
+  int64_t n_pages = options.kv_pages;
+  if (n_pages == 0) {
+    // Enough for every lane at full context, within a cap that suits tests and small machines; the
+    // memory plan passes an explicit size when serving.
+    const int64_t per_context = pages_for_positions(model.max_context());
+    const int64_t page_bytes = KvPagePool::page_bytes(model.kv_cache_config(options.kv_format, 1));
+    const int64_t cap = std::max(per_context, kDefaultPoolCapBytes / std::max<int64_t>(page_bytes, 1));
+    n_pages = std::min(per_context * options.lanes, cap);
+  }
+  auto kv = KvPagePool::create(model.kv_cache_config(options.kv_format, n_pages));
+  if (!kv.ok()) return make_error("engine: KV pool of ", n_pages, " pages: ", kv.error_message());
+  auto impl = std::make_unique<EngineImpl>(model, tokenizer, options, std::move(*kv), chunk);
+  impl->start();
+  return std::unique_ptr<Engine>(new Engine(std::move(impl)));
+}
+
+Result<uint64_t> Engine::submit(EngineRequest request, EngineCallback callback) {
+  return impl_->submit(std::move(request), std::move(callback));
+}
+void Engine::cancel(uint64_t id) { impl_->cancel(id); }
+EngineStatus Engine::status() const { return impl_->status(); }
+void Engine::shutdown() { impl_->shutdown(); }
+
+// --- EngineImpl: API side ----------------------------------------------------------------------------
+
+EngineImpl::EngineImpl(const Model& model, const Tokenizer& tokenizer, const EngineOptions& options, KvPagePool kv,
+                       int64_t chunk_tokens)
+    : model_(model),
+      tokenizer_(tokenizer),
+      options_(options),
+      chunk_(chunk_tokens),
+      kv_pages_total_(kv.kv_pages_total()),
+      threads_(options.threads),
+      kv_(std::move(kv)) {
+  fwd_.chunk_tokens = chunk_;
+  status_.lanes = options_.lanes;
+  status_.queue_size = options_.queue_size;
+  status_.scheduler.decode_batches_by_width.assign(static_cast<size_t>(options_.lanes), 0);
+  sched_ = status_.scheduler;
+  status_.kv.pages_allocated = kv_.kv_pages_total();
+  status_.kv.pages_free = kv_.kv_pages_free();
+  status_.kv.allocated_bytes = kv_.kv_bytes_total();
+  status_.kv.page_bytes = kv_.page_bytes();
+}
+
+Result<uint64_t> EngineImpl::submit(EngineRequest request, EngineCallback callback) {
+  uint64_t id = 0;
+  {
+    std::lock_guard lk(mu_);
+    id = next_id_++;
+  }
+  auto reject = [&](std::string message) -> Result<uint64_t> {
+    std::lock_guard lk(mu_);
+    ++status_.requests.rejected;
+    return make_error(std::move(message));
+  };
+  auto lane = Lane::create(id, std::move(request), std::move(callback), tokenizer_, model_.config().n_vocab,
+                           model_.max_context());
+  if (!lane.ok()) return reject(lane.error_message());
+  const int64_t need = pages_for_positions((*lane)->max_positions());
+  if (need > kv_pages_total_)
+    return reject(str_cat("capacity_exhausted: the request needs up to ", (*lane)->max_positions(),
+                          " KV positions (", need, " pages) but the KV pool holds ", kv_pages_total_,
+                          " pages; lower max_tokens or the prompt, or raise --max-memory / lower --max-context"));
+  std::lock_guard lk(mu_);
+  if (stop_) {
+    ++status_.requests.rejected;
+    return make_error("shutting down: the engine is stopping");
+  }
+  if (n_admitted_ >= options_.queue_size) {
+    ++status_.requests.rejected;
+    return make_error("queue full: ", n_admitted_, " requests are running or waiting (queue size ",
+                      options_.queue_size, ")");
+  }
+  ++n_admitted_;
+  ++status_.requests.submitted;
+  incoming_.push_back(std::move(*lane));
+  cv_.notify_one();
+  return id;
+}
+
+void EngineImpl::cancel(uint64_t id) {
+  std::lock_guard lk(mu_);
+  if (stop_) return;  // shutdown cancels everything anyway
+  cancels_.push_back(id);
+  cv_.notify_one();
+}
+
+EngineStatus EngineImpl::status() const {
+  std::lock_guard lk(mu_);
+  EngineStatus s = status_;
+  s.scheduler.queued += static_cast<int64_t>(incoming_.size());
+  s.metrics.ttft_ms = ttft_window_.summary();
+  s.metrics.itl_ms = itl_window_.summary();
+  return s;
+}
+
+void EngineImpl::shutdown() {
+  {
+    std::lock_guard lk(mu_);
+    stop_ = true;
+    cv_.notify_one();
+  }
+  // A callback (engine thread) may call shutdown(): it cannot join itself; the thread drains on its
+  // way out and the destructor joins.
+  if (std::this_thread::get_id() == thread_.get_id()) return;
+  std::lock_guard jl(join_mu_);
+  if (thread_.joinable()) thread_.join();
+}
+
+// --- EngineImpl: engine thread -----------------------------------------------------------------------
+
+void EngineImpl::run() {
+  for (;;) {
+    std::vector<uint64_t> cancels;
+    {
+      std::unique_lock lk(mu_);
+      cv_.wait(lk, [&] { return stop_ || !incoming_.empty() || !cancels_.empty() || !lanes_.empty() || !queue_.empty(); });
+      if (stop_) break;
+      while (!incoming_.empty()) {
+        queue_.push_back(std::move(incoming_.front()));
+        incoming_.pop_front();
+      }
+      cancels.swap(cancels_);
+    }
+    tick(std::move(cancels));
+    publish_and_deliver();
+  }
+  drain();
+}
+
+void EngineImpl::drain() {
+  {
+    std::lock_guard lk(mu_);
+    while (!incoming_.empty()) {
+      queue_.push_back(std::move(incoming_.front()));
+      incoming_.pop_front();
+    }
+    cancels_.clear();
+  }
+  const EngineClock::time_point now = EngineClock::now();
+  while (!lanes_.empty()) end_lane_at(lanes_.size() - 1, FinishReason::kCancelled, "", now);
+  while (!queue_.empty()) {
+    std::unique_ptr<Lane> lane = std::move(queue_.front());
+    queue_.pop_front();
+    end_lane(std::move(lane), FinishReason::kCancelled, "", now);
+  }
+  publish_and_deliver();
+}
+
+void EngineImpl::end_lane(std::unique_ptr<Lane> lane, FinishReason reason, std::string error,
+                          EngineClock::time_point now) {
+  lane->release(kv_);
+  switch (reason) {
+    case FinishReason::kStop:
+    case FinishReason::kLength:
+    case FinishReason::kContext: ++log_.completed; break;
+    case FinishReason::kCancelled:
+    case FinishReason::kTimeout: ++log_.cancelled; break;
+    case FinishReason::kError: ++log_.failed; break;
+  }
+  done_.push_back(lane->finish(reason, std::move(error), now));
+}
+
+void EngineImpl::end_lane_at(size_t i, FinishReason reason, std::string error, EngineClock::time_point now) {
+  std::unique_ptr<Lane> lane = std::move(lanes_[i]);
+  lanes_.erase(lanes_.begin() + static_cast<std::ptrdiff_t>(i));
+  end_lane(std::move(lane), reason, std::move(error), now);
+}
+
+void EngineImpl::publish_and_deliver() {
+  std::vector<Lane::Done> done;
+  done.swap(done_);
+  {
+    std::lock_guard lk(mu_);
+    for (double v : log_.ttft_ms) ttft_window_.add(v);
+    for (double v : log_.itl_ms) itl_window_.add(v);
+    EngineStatus& s = status_;
+    s.requests.completed += log_.completed;
+    s.requests.cancelled += log_.cancelled;
+    s.requests.failed += log_.failed;
+    n_admitted_ -= static_cast<int64_t>(done.size());
+    s.scheduler = sched_;
+    s.scheduler.queued = static_cast<int64_t>(queue_.size());
+    s.scheduler.waiting_resources = waiting_resources_;
+    s.scheduler.prefilling = 0;
+    s.scheduler.decoding = 0;
+    for (const auto& lane : lanes_) ++(lane->decoding() ? s.scheduler.decoding : s.scheduler.prefilling);
+    s.active_lanes = static_cast<int64_t>(lanes_.size());
+    s.kv.pages_active = kv_.kv_pages_used();
+    s.kv.pages_free = kv_.kv_pages_free();
+    s.metrics = metrics_;
+  }
+  log_ = TickLog{};
+  for (Lane::Done& d : done)
+    if (d.callback) d.callback(d.event);
+}
+
+}  // namespace splash

@@ -1,0 +1,175 @@
+// The serving engine behind `splash serve`: admits requests (already tokenized), runs up to `lanes`
+// of them at once on one model, and streams their text back through callbacks.
+//
+//   auto engine = *Engine::create(model, tokenizer, {.lanes = 4});
+//   EngineRequest req;  req.prompt = ids;  req.max_tokens = 128;
+//   auto id = engine->submit(std::move(req), [](const EngineEvent& e) { ... });   // never blocks
+//   engine->cancel(*id);                                                           // client went away
+//
+// Scheduling (one engine thread): each tick builds ONE forward batch from every decoding lane's next
+// token plus at most one prefill chunk (chunk_tokens) of the oldest prefilling lane, so decoding
+// lanes keep streaming while a long prompt is prefilled. Requests beyond `lanes` wait in a FIFO;
+// submit() refuses once `queue_size` requests (running + waiting) are admitted. KV pages come from
+// one pool shared by the lanes and are taken as the sequences grow; when the pool runs dry the
+// youngest lane gives its pages back and later recomputes them (same tokens, nothing is lost), and a
+// request that could not fit even alone is refused at submit() ("capacity_exhausted: ...").
+//
+// Thread-safety: submit(), cancel(), status() and shutdown() may be called from any thread, callbacks
+// included (none of them blocks on a forward pass). Callbacks run on the engine thread, one event at
+// a time, and must not block. Every accepted request gets exactly one kDone, always last.
+// Ownership: the Model and Tokenizer are borrowed and must outlive the Engine; the engine owns its
+// KV pool, thread pool and thread. Destroying the Engine calls shutdown().
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "backend/cpu/attention_kv.h"
+#include "core/result.h"
+#include "engine/engine_metrics.h"
+#include "model/model.h"
+#include "sampling/sampling_params.h"
+#include "tokenizer/tokenizer.h"
+
+namespace splash {
+
+struct EngineRequest {
+  std::vector<int32_t> prompt;  // [n_prompt] token ids, already templated and tokenized, non-empty
+  SamplingParams sampling;
+  int64_t max_tokens = 0;       // > 0: tokens to generate at most (an end-of-generation token excluded)
+  std::vector<std::string> stop;  // stop strings, matched on the decoded text across tokens
+  // Never stop at an end-of-generation token: those tokens are masked out before sampling (as
+  // llama.cpp does), so the request runs to max_tokens, a stop string or the context limit.
+  bool ignore_eos = false;
+  bool want_progress = false;   // kProgress events after each prefill chunk
+  std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
+};
+
+enum class FinishReason : uint8_t {
+  kStop,       // end-of-generation token or stop string
+  kLength,     // max_tokens reached
+  kContext,    // the sequence reached the model's context limit
+  kCancelled,  // cancel() or shutdown()
+  kTimeout,    // the request's deadline passed
+  kError,      // forward or sampling failure, or KV capacity; EngineEvent::error says which
+};
+const char* finish_reason_name(FinishReason r);  // "stop", "length", "context", "cancelled", "timeout", "error"
+
+struct EngineEvent {
+  enum Kind : uint8_t { kProgress, kText, kDone } kind = kText;
+  // kProgress (spec 2.6 prompt_progress): prompt tokens, initially cached (0 until the prefix cache
+  // exists), processed so far including cached, ms since the request got its lane.
+  int64_t total = 0, cache = 0, processed = 0;
+  double time_ms = 0;
+  // kText: a piece that never ends inside a UTF-8 character and never holds part of a stop string,
+  // and the ids sampled since the previous kText (the id that completed a stop string included).
+  // Every generated id appears in exactly one kText; `text` may be empty (e.g. at the end).
+  std::string text;
+  std::vector<int32_t> tokens;
+  // kDone
+  FinishReason finish = FinishReason::kStop;
+  std::string error;  // kError: what failed
+  int64_t prompt_tokens = 0, cached_tokens = 0, completion_tokens = 0;
+  double prompt_ms = 0;     // lane admission to the first sampled token (spec timings.prompt_ms)
+  double predicted_ms = 0;  // first sampled token to the end (spec timings.predicted_ms)
+};
+
+// Runs on the engine thread; must not block (hand the event to a bounded writer and return).
+using EngineCallback = std::function<void(const EngineEvent&)>;
+
+struct EngineOptions {
+  int lanes = 4;          // requests decoding at once, [1, 16]
+  int queue_size = 32;    // admitted requests (running + waiting), >= lanes; beyond: "queue full"
+  // KV pool size in 32-token pages (the memory plan picks it). 0 = enough for `lanes` full contexts,
+  // capped at 1 GiB of pages (but never below one full context).
+  int64_t kv_pages = 0;
+  KvFormat kv_format = KvFormat::kInt8;
+  int threads = 0;             // compute threads; 0 = default_thread_count()
+  int64_t chunk_tokens = 0;    // prefill chunk; 0 = the model's (ModelOptions::chunk_tokens)
+  // Put the prefill chunk into the same forward as the decode rows (true), or run prefill chunks
+  // and decode batches in alternate ticks (false). Measured in docs/SERVER.md; mixing is the default.
+  bool mix_prefill = true;
+};
+
+struct EngineStatus {
+  struct Scheduler {
+    int64_t queued = 0;             // waiting for a lane
+    int64_t waiting_resources = 0;  // holding a lane, waiting for KV pages
+    int64_t prefilling = 0;         // lanes prefilling (or recomputing after giving pages back)
+    int64_t decoding = 0;           // lanes decoding
+    int64_t prefill_batches = 0;    // forward passes that carried a prefill chunk
+    int64_t prefill_rows = 0;       // prompt (and recomputed) tokens run through the model
+    int64_t decode_batches = 0;     // forward passes that carried decode rows
+    std::vector<int64_t> decode_batches_by_width;  // [lanes]: [w - 1] = decode batches of w rows (b1..b4)
+    int64_t preemptions = 0;        // lanes that gave their pages back to let older lanes grow
+  } scheduler;
+  struct Requests {
+    int64_t submitted = 0;  // accepted by submit()
+    int64_t completed = 0;  // kStop, kLength, kContext
+    int64_t cancelled = 0;  // kCancelled, kTimeout
+    int64_t failed = 0;     // kError
+    int64_t rejected = 0;   // refused by submit() (queue full, capacity, invalid)
+  } requests;
+  struct Kv {
+    int64_t pages_allocated = 0;  // pool size
+    int64_t pages_active = 0;     // held by lanes
+    int64_t pages_free = 0;
+    int64_t allocated_bytes = 0;  // pool memory
+    int64_t page_bytes = 0;
+  } kv;
+  int64_t lanes = 0;         // configured lanes
+  int64_t active_lanes = 0;  // lanes holding a request
+  int64_t queue_size = 0;
+  struct Metrics {
+    LatencySummary ttft_ms;  // submit() to the first sampled token
+    LatencySummary itl_ms;   // between consecutive sampled tokens of one request
+    int64_t prefill_tokens = 0, decode_tokens = 0;
+    double prefill_ms = 0, decode_ms = 0;    // wall time of forwards that carried prefill / decode rows
+    double prefill_tok_s = 0, decode_tok_s = 0;  // tokens / those wall times (mixed passes count for both)
+  } metrics;
+};
+
+// What kind of refusal a submit() error is, for the HTTP status: messages start with "queue full"
+// (503 + Retry-After), "capacity_exhausted" (400), "shutting down" (503); anything else is a bad
+// request (400).
+enum class SubmitError : uint8_t { kInvalid, kQueueFull, kCapacityExhausted, kShuttingDown };
+SubmitError submit_error_kind(std::string_view message);
+
+class EngineImpl;
+
+class Engine {
+ public:
+  // Errors: options out of range, the KV pool allocation failing. Starts the engine thread.
+  static Result<std::unique_ptr<Engine>> create(const Model& model, const Tokenizer& tokenizer,
+                                                const EngineOptions& options);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Validates and queues the request; returns its id (> 0). Errors (the callback is never called):
+  // an empty prompt, ids outside the vocabulary, a prompt at or past the context limit, max_tokens
+  // <= 0, bad sampling parameters or stop strings, "capacity_exhausted" when the request could not fit
+  // the KV pool even alone, "queue full" when queue_size requests are admitted, "shutting down".
+  Result<uint64_t> submit(EngineRequest request, EngineCallback callback);
+
+  // The request ends with kDone(kCancelled) before the engine runs another forward pass; its lane
+  // and KV pages are freed first. Unknown or finished ids are ignored.
+  void cancel(uint64_t id);
+
+  EngineStatus status() const;
+
+  // Every request still queued or running gets kDone(kCancelled) (after at most the forward pass in
+  // progress); the engine thread is joined. Later submits fail with "shutting down". Idempotent.
+  void shutdown();
+
+ private:
+  explicit Engine(std::unique_ptr<EngineImpl> impl);
+  std::unique_ptr<EngineImpl> impl_;
+};
+
+}  // namespace splash

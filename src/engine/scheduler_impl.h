@@ -1,0 +1,84 @@
+// The engine's private state, shared by scheduler.cpp (public API, thread, bookkeeping) and
+// scheduler_tick.cpp (one tick: cancels, admission, KV pages, the batch, its results).
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "core/thread_pool.h"
+#include "engine/engine_metrics.h"
+#include "engine/lane.h"
+#include "engine/scheduler.h"
+
+namespace splash {
+
+class EngineImpl {
+ public:
+  EngineImpl(const Model& model, const Tokenizer& tokenizer, const EngineOptions& options, KvPagePool kv,
+             int64_t chunk_tokens);
+
+  Result<uint64_t> submit(EngineRequest request, EngineCallback callback);
+  void cancel(uint64_t id);
+  EngineStatus status() const;
+  void shutdown();
+  void start() { thread_ = std::thread([this] { run(); }); }
+
+ private:
+  // Counters the engine thread keeps and publishes into status_ once per tick.
+  struct TickLog {
+    std::vector<double> ttft_ms, itl_ms;
+    int64_t completed = 0, cancelled = 0, failed = 0;
+  };
+
+  void run();
+  void tick(std::vector<uint64_t> cancels);
+  void drain();  // shutdown: cancel everything left
+  // Ends `lane` (already out of lanes_/queue_): pages released, kDone queued for delivery.
+  void end_lane(std::unique_ptr<Lane> lane, FinishReason reason, std::string error, EngineClock::time_point now);
+  // Removes lanes_[i] and ends it.
+  void end_lane_at(size_t i, FinishReason reason, std::string error, EngineClock::time_point now);
+  // Preempts the youngest lane holding pages other than `keep`; false if there is none.
+  bool preempt_youngest(const Lane* keep);
+  int64_t pages_needed(const Lane& lane, int64_t n_new) const;
+  // Publishes counters and delivers the queued kDone events (callbacks run without the lock).
+  void publish_and_deliver();
+
+  const Model& model_;
+  const Tokenizer& tokenizer_;
+  const EngineOptions options_;
+  const int64_t chunk_;
+  const int64_t kv_pages_total_;
+  ForwardOptions fwd_;
+  ThreadPool threads_;
+
+  // --- shared with submitting threads, under mu_
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::unique_ptr<Lane>> incoming_;  // submitted, not yet taken by the engine thread
+  std::vector<uint64_t> cancels_;
+  bool stop_ = false;
+  int64_t n_admitted_ = 0;  // submitted and not yet done (queue_size bound)
+  uint64_t next_id_ = 1;
+  EngineStatus status_;     // published by the engine thread (metrics summaries filled by status())
+  LatencyWindow ttft_window_, itl_window_;
+  std::mutex join_mu_;
+
+  // --- engine thread only
+  KvPagePool kv_;
+  std::deque<std::unique_ptr<Lane>> queue_;   // waiting for a lane, FIFO
+  std::vector<std::unique_ptr<Lane>> lanes_;  // running, oldest first
+  std::vector<Lane::Done> done_;              // kDone events to deliver after publishing
+  TickLog log_;
+  EngineStatus::Scheduler sched_;             // cumulative counters
+  EngineStatus::Metrics metrics_;
+  int64_t waiting_resources_ = 0;
+  bool last_tick_decode_only_ = false;        // alternating mode: what ran last
+
+  std::thread thread_;
+};
+
+}  // namespace splash
