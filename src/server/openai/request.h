@@ -1,0 +1,115 @@
+// OpenAI request bodies -> validated structs (spec 2.4). Every rule of the spec is checked here and
+// answered with a 400 naming the field ("'temperature' must be a number"); fields this server does
+// not know are ignored (OpenAI clients send many), fields it knows but cannot honour (n > 1,
+// logprobs, logit_bias, images, JSON response formats) are refused, never silently dropped. A JSON
+// null counts as "not sent" for every optional field.
+//
+// What is left to the caller (it needs the served model or the tokenizer): `model` against the
+// served names (404 model_not_found), and max_tokens against the context window (400
+// context_length_exceeded).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "sampling/sampling_params.h"
+#include "server/openai/api_error.h"
+
+namespace splash::openai {
+
+// Sampling fields with the API's defaults (spec 2.4), which differ from SamplingParams' neutral
+// ones: an OpenAI client that sends nothing gets top_p 0.95 and top_k 20.
+struct SamplingFields {
+  float temperature = 1.0f;         // [0, 2]; 0 < t < 0.01 is raised to 0.01 (0 stays greedy)
+  float top_p = 0.95f;              // [0, 1]
+  int32_t top_k = 20;               // 0 or -1 = off (stored as 0)
+  float min_p = 0.0f;               // [0, 1]
+  float presence_penalty = 0.0f;    // [-2, 2]
+  float frequency_penalty = 0.0f;   // [-2, 2]
+  float repetition_penalty = 1.0f;  // > 0
+  std::optional<uint64_t> seed;     // unset: the sampler draws one
+};
+
+SamplingParams to_sampling_params(const SamplingFields& fields);
+
+// Fields shared by /v1/chat/completions and /v1/completions.
+struct CommonFields {
+  std::optional<std::string> model;   // the caller checks it against the served names
+  bool stream = false;
+  bool include_usage = false;         // stream_options.include_usage
+  bool return_progress = false;       // prompt_progress chunks while the prompt is processed
+  std::optional<double> timeout_s;    // > 0; the request's deadline (504 request_timeout)
+  std::vector<std::string> stop;      // at most 4, none empty
+  bool ignore_eos = false;
+  std::string priority = "normal";    // foreground | normal | background
+  SamplingFields sampling;
+};
+
+// One function tool as the client declared it.
+struct Tool {
+  std::string name;
+  nlohmann::ordered_json definition;  // the whole {"type":"function","function":{...}}, key order kept
+};
+
+struct ToolChoice {
+  enum class Mode : uint8_t { kAuto, kNone };
+  Mode mode = Mode::kAuto;
+};
+
+// A tool call in an assistant message of the history.
+struct HistoryToolCall {
+  std::string id;
+  std::string name;
+  // The arguments as an object when they were an object or a string holding one (Qwen templates
+  // print them with `tojson`); otherwise the client's string unchanged.
+  nlohmann::ordered_json arguments;
+};
+
+struct ChatMessage {
+  std::string role;                              // system | user | assistant | tool ("developer" -> system)
+  std::optional<std::string> content;            // text parts joined with "\n"; nullopt when null/absent
+  std::optional<std::string> reasoning_content;  // assistant history
+  std::vector<HistoryToolCall> tool_calls;       // assistant history
+  std::optional<std::string> tool_call_id;       // tool results
+  std::optional<std::string> name;
+};
+
+struct ChatRequest {
+  CommonFields common;
+  std::vector<ChatMessage> messages;             // non-empty
+  std::vector<Tool> tools;
+  ToolChoice tool_choice;
+  bool parallel_tool_calls = true;
+  std::optional<std::string> reasoning_effort;   // none minimal low medium high xhigh max
+  nlohmann::ordered_json chat_template_kwargs = nlohmann::ordered_json::object();
+  std::optional<bool> preserve_thinking;
+  std::optional<int64_t> max_tokens;             // max_completion_tokens, else max_tokens; > 0; unset = rest of the context
+
+  // Tool calls are parsed out of the output only when tools were offered and not barred.
+  bool tools_callable() const { return !tools.empty() && tool_choice.mode != ToolChoice::Mode::kNone; }
+};
+
+struct CompletionRequest {
+  CommonFields common;
+  std::variant<std::string, std::vector<int32_t>> prompt;  // text, or token ids (non-empty)
+  int64_t max_tokens = 16;                                 // > 0 (OpenAI's default for completions)
+};
+
+// `body` is the raw request body (UTF-8 JSON, nesting <= 128).
+ApiResult<ChatRequest> parse_chat_request(std::string_view body);
+ApiResult<CompletionRequest> parse_completion_request(std::string_view body);
+
+// The same, for a body already parsed by parse_json (e.g. by a router that peeked at "model").
+ApiResult<ChatRequest> parse_chat_request(const nlohmann::ordered_json& body);
+ApiResult<CompletionRequest> parse_completion_request(const nlohmann::ordered_json& body);
+
+// Is `effort` one of the spec's reasoning_effort values?
+bool is_reasoning_effort(std::string_view effort);
+
+}  // namespace splash::openai

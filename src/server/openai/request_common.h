@@ -1,0 +1,13 @@
+// Parsing shared by the chat and completion request parsers. Internal to server/openai.
+#pragma once
+
+#include "server/openai/field_reader.h"
+#include "server/openai/request.h"
+
+namespace splash::openai {
+
+// model, stream, stream_options, return_progress, timeout, stop, ignore_eos, priority, sampling,
+// and the refusals both endpoints share (n != 1, logit_bias).
+ApiResult<CommonFields> parse_common_fields(const FieldReader& r);
+
+}  // namespace splash::openai

@@ -1,0 +1,122 @@
+// Response bodies and SSE chunk payloads of /v1/chat/completions and /v1/completions (spec 2.6).
+// Functions return JSON text; the caller frames stream chunks as SSE (http::sse_event) and ends a
+// stream with http::sse_done().
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "server/openai/api_error.h"
+#include "server/openai/chat_output.h"
+
+namespace splash::openai {
+
+// How generation ended. Same order as the engine's FinishReason (engine/scheduler.h) so the caller
+// converts with a static_cast; kept separate so this layer builds and tests without the engine.
+enum class GenerationEnd : uint8_t { kStop, kLength, kContext, kCancelled, kTimeout, kError };
+
+// The engine's kDone figures (spec 2.6 timings).
+struct GenerationStats {
+  int64_t prompt_tokens = 0;
+  int64_t cached_tokens = 0;       // prompt tokens taken from the prefix cache
+  int64_t completion_tokens = 0;
+  double prompt_ms = 0;            // start -> first emission
+  double predicted_ms = 0;         // first emission -> end
+};
+
+struct PromptProgress {
+  int64_t total = 0, cache = 0, processed = 0;
+  double time_ms = 0;
+};
+
+struct ResponseMeta {
+  std::string id;                  // "chatcmpl-..." / "cmpl-..." (IdGenerator)
+  int64_t created = 0;             // unix seconds
+  std::string model;               // the name the response reports
+};
+
+// "stop", "length" (token limit or context limit), or "tool_calls" (stopped after making calls).
+// Only meaningful for kStop / kLength / kContext.
+std::string_view finish_reason(GenerationEnd end, bool made_tool_calls);
+// The error for endings that are not an answer: kTimeout -> 504 request_timeout, kError -> 500
+// engine_failed (with the engine's message), kCancelled -> 503 server_shutdown; nullopt otherwise.
+std::optional<ApiError> generation_error(GenerationEnd end, std::string_view engine_message);
+
+// usage {prompt_tokens, completion_tokens, total_tokens, prompt_tokens_details{cached_tokens}
+// [, completion_tokens_details{reasoning_tokens}]}.
+nlohmann::ordered_json usage_json(const GenerationStats& stats, std::optional<int64_t> reasoning_tokens);
+// timings {prompt_n (uncached), cache_n, prompt_ms, prompt_per_second, predicted_n, predicted_ms,
+// predicted_per_second}; the decode rate leaves out the first token, whose time is in prompt_ms.
+nlohmann::ordered_json timings_json(const GenerationStats& stats);
+
+// --- complete bodies ------------------------------------------------------------------------------
+
+// chat.completion from a finished ChatOutput (finish() already called). content is null when the
+// answer is only tool calls; reasoning_content and tool_calls appear when non-empty.
+std::string chat_completion_body(const ResponseMeta& meta, const ChatOutput& output, GenerationEnd end,
+                                 const GenerationStats& stats);
+std::string text_completion_body(const ResponseMeta& meta, std::string_view text, GenerationEnd end,
+                                 const GenerationStats& stats);
+
+// --- streams --------------------------------------------------------------------------------------
+
+struct StreamOptions {
+  bool include_usage = false;
+  bool return_progress = false;
+};
+
+// chat.completion.chunk payloads for one streamed chat request.
+class ChatStream {
+ public:
+  ChatStream(ResponseMeta meta, ChatOutputOptions output, StreamOptions options);
+
+  // delta {role:"assistant", content:""}; send first.
+  std::string start() const;
+  // An empty-delta chunk with prompt_progress; nullopt unless return_progress was asked.
+  std::optional<std::string> progress(const PromptProgress& p) const;
+  // An empty-delta chunk (keep-alive once the stream has started).
+  std::string keepalive() const;
+  // Delta chunks for one model text piece (zero or more: text may be held back).
+  std::vector<std::string> text(std::string_view piece, int64_t n_tokens = 0);
+  // Held-back deltas, the chunk with finish_reason and timings, then the usage chunk (choices [])
+  // when include_usage. For kCancelled / kTimeout / kError use generation_error + error_chunk.
+  std::vector<std::string> finish(GenerationEnd end, const GenerationStats& stats);
+
+  const ChatOutput& output() const { return output_; }
+
+ private:
+  nlohmann::ordered_json chunk_json(nlohmann::ordered_json delta, const nlohmann::ordered_json& finish) const;
+  std::string chunk(nlohmann::ordered_json delta, const nlohmann::ordered_json& finish) const;
+  std::vector<std::string> chunks(const std::vector<OutputPart>& parts) const;
+
+  ResponseMeta meta_;
+  StreamOptions options_;
+  ChatOutput output_;
+};
+
+// text_completion chunk payloads for one streamed /v1/completions request.
+class CompletionStream {
+ public:
+  CompletionStream(ResponseMeta meta, StreamOptions options);
+  std::optional<std::string> progress(const PromptProgress& p) const;  // empty-text chunk
+  std::string keepalive() const;
+  std::optional<std::string> text(std::string_view piece);              // nullopt for an empty piece
+  std::vector<std::string> finish(GenerationEnd end, const GenerationStats& stats);
+
+ private:
+  nlohmann::ordered_json chunk_json(std::string_view text, const nlohmann::ordered_json& finish) const;
+  std::string chunk(std::string_view text, const nlohmann::ordered_json& finish) const;
+  ResponseMeta meta_;
+  StreamOptions options_;
+};
+
+// An error after the stream started: {"error":{...}} as one more data event (the status line is
+// already sent), then the caller ends with [DONE].
+std::string error_chunk(const ApiError& error);
+
+}  // namespace splash::openai

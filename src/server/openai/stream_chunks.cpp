@@ -1,0 +1,163 @@
+// Stream chunk payloads (spec 2.6).
+#include "server/openai/json_input.h"
+#include "server/openai/response.h"
+
+namespace splash::openai {
+
+using ojson = nlohmann::ordered_json;
+
+namespace {
+
+ojson progress_json(const PromptProgress& p) {
+  ojson j = ojson::object();
+  j["total"] = p.total;
+  j["cache"] = p.cache;
+  j["processed"] = p.processed;
+  j["time_ms"] = p.time_ms;
+  return j;
+}
+
+ojson usage_chunk(const ResponseMeta& meta, std::string_view object, const ojson& usage) {
+  ojson c = ojson::object();
+  c["id"] = meta.id;
+  c["object"] = object;
+  c["created"] = meta.created;
+  c["model"] = meta.model;
+  c["choices"] = ojson::array();
+  c["usage"] = usage;
+  return c;
+}
+
+}  // namespace
+
+// --- chat -----------------------------------------------------------------------------------------
+
+ChatStream::ChatStream(ResponseMeta meta, ChatOutputOptions output, StreamOptions options)
+    : meta_(std::move(meta)), options_(options), output_(std::move(output)) {}
+
+ojson ChatStream::chunk_json(ojson delta, const ojson& finish) const {
+  ojson choice = ojson::object();
+  choice["index"] = 0;
+  choice["delta"] = std::move(delta);
+  choice["finish_reason"] = finish;
+  ojson c = ojson::object();
+  c["id"] = meta_.id;
+  c["object"] = "chat.completion.chunk";
+  c["created"] = meta_.created;
+  c["model"] = meta_.model;
+  c["choices"] = ojson::array({std::move(choice)});
+  return c;
+}
+
+std::string ChatStream::chunk(ojson delta, const ojson& finish) const {
+  return dump_json(chunk_json(std::move(delta), finish));
+}
+
+std::string ChatStream::start() const {
+  ojson delta = ojson::object();
+  delta["role"] = "assistant";
+  delta["content"] = "";
+  return chunk(std::move(delta), nullptr);
+}
+
+std::optional<std::string> ChatStream::progress(const PromptProgress& p) const {
+  if (!options_.return_progress) return std::nullopt;
+  ojson c = chunk_json(ojson::object(), nullptr);
+  c["prompt_progress"] = progress_json(p);
+  return dump_json(c);
+}
+
+std::string ChatStream::keepalive() const { return chunk(ojson::object(), nullptr); }
+
+std::vector<std::string> ChatStream::chunks(const std::vector<OutputPart>& parts) const {
+  std::vector<std::string> out;
+  for (const OutputPart& p : parts) {
+    ojson delta = ojson::object();
+    switch (p.kind) {
+      case OutputPart::Kind::kReasoning:
+        delta["reasoning_content"] = p.text;
+        break;
+      case OutputPart::Kind::kContent:
+        delta["content"] = p.text;
+        break;
+      case OutputPart::Kind::kToolCall: {
+        ojson call = ojson::object();
+        call["index"] = p.call.index;
+        if (!p.call.id.empty()) {
+          call["id"] = p.call.id;
+          call["type"] = "function";
+          call["function"]["name"] = p.call.name;
+        }
+        call["function"]["arguments"] = p.call.arguments;
+        delta["tool_calls"] = ojson::array({std::move(call)});
+        break;
+      }
+    }
+    out.push_back(chunk(std::move(delta), nullptr));
+  }
+  return out;
+}
+
+std::vector<std::string> ChatStream::text(std::string_view piece, int64_t n_tokens) {
+  return chunks(output_.feed(piece, n_tokens));
+}
+
+std::vector<std::string> ChatStream::finish(GenerationEnd end, const GenerationStats& stats) {
+  std::vector<std::string> out = chunks(output_.finish());
+  ojson last = chunk_json(ojson::object(), finish_reason(end, !output_.tool_calls().empty()));
+  last["timings"] = timings_json(stats);
+  out.push_back(dump_json(last));
+  if (options_.include_usage) {
+    out.push_back(dump_json(usage_chunk(meta_, "chat.completion.chunk", usage_json(stats, output_.reasoning_tokens()))));
+  }
+  return out;
+}
+
+// --- completions ----------------------------------------------------------------------------------
+
+CompletionStream::CompletionStream(ResponseMeta meta, StreamOptions options)
+    : meta_(std::move(meta)), options_(options) {}
+
+ojson CompletionStream::chunk_json(std::string_view text, const ojson& finish) const {
+  ojson choice = ojson::object();
+  choice["index"] = 0;
+  choice["text"] = std::string(text);
+  choice["logprobs"] = nullptr;
+  choice["finish_reason"] = finish;
+  ojson c = ojson::object();
+  c["id"] = meta_.id;
+  c["object"] = "text_completion";
+  c["created"] = meta_.created;
+  c["model"] = meta_.model;
+  c["choices"] = ojson::array({std::move(choice)});
+  return c;
+}
+
+std::string CompletionStream::chunk(std::string_view text, const ojson& finish) const {
+  return dump_json(chunk_json(text, finish));
+}
+
+std::optional<std::string> CompletionStream::progress(const PromptProgress& p) const {
+  if (!options_.return_progress) return std::nullopt;
+  ojson c = chunk_json("", nullptr);
+  c["prompt_progress"] = progress_json(p);
+  return dump_json(c);
+}
+
+std::string CompletionStream::keepalive() const { return chunk("", nullptr); }
+
+std::optional<std::string> CompletionStream::text(std::string_view piece) {
+  if (piece.empty()) return std::nullopt;
+  return chunk(piece, nullptr);
+}
+
+std::vector<std::string> CompletionStream::finish(GenerationEnd end, const GenerationStats& stats) {
+  std::vector<std::string> out;
+  ojson last = chunk_json("", finish_reason(end, false));
+  last["timings"] = timings_json(stats);
+  out.push_back(dump_json(last));
+  if (options_.include_usage) out.push_back(dump_json(usage_chunk(meta_, "text_completion", usage_json(stats, std::nullopt))));
+  return out;
+}
+
+}  // namespace splash::openai
