@@ -1,0 +1,152 @@
+#include "server/app/serve_options.h"
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+
+#include "core/sizes.h"
+#include "engine/memory_plan.h"
+
+namespace splash::app {
+
+namespace {
+
+bool is_space_or_control(unsigned char c) { return c <= 0x20 || c == 0x7f; }
+
+std::string lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+bool valid_port_text(std::string_view p) {
+  if (p.empty() || p.size() > 5) return false;
+  unsigned v = 0;
+  auto [end, ec] = std::from_chars(p.data(), p.data() + p.size(), v);
+  return ec == std::errc() && end == p.data() + p.size() && v >= 1 && v <= 65535;
+}
+
+}  // namespace
+
+Result<uint16_t> parse_port(const std::string& text, const char* flag) {
+  if (!valid_port_text(text)) return make_error(flag, ": '", text, "' is not a port number (1-65535)");
+  return static_cast<uint16_t>(std::atoi(text.c_str()));
+}
+
+Status check_api_key(const std::string& key) {
+  if (key.empty()) return make_error("--api-key: the key is empty");
+  for (unsigned char c : key)
+    if (c >= 0x80 || is_space_or_control(c))
+      return make_error("--api-key: the key must be ASCII without whitespace or control characters");
+  return {};
+}
+
+Status check_allowed_origin(const std::string& origin) {
+  if (origin == "*") return {};
+  const std::string bad = str_cat("--allowed-origin: '", origin, "' is not * or an exact scheme://host[:port]");
+  size_t sep = origin.find("://");
+  if (sep == std::string::npos) return make_error(bad);
+  const std::string scheme = origin.substr(0, sep);
+  if (scheme != "http" && scheme != "https") return make_error(bad, " (scheme must be http or https)");
+  std::string_view rest = std::string_view(origin).substr(sep + 3);
+  if (rest.empty()) return make_error(bad);
+  std::string_view host = rest;
+  if (rest.front() == '[') {  // IPv6 literal
+    size_t close = rest.find(']');
+    if (close == std::string_view::npos) return make_error(bad);
+    host = rest.substr(0, close + 1);
+    rest = rest.substr(close + 1);
+    if (!rest.empty() && (rest.front() != ':' || !valid_port_text(rest.substr(1)))) return make_error(bad);
+  } else {
+    size_t colon = rest.find(':');
+    if (colon != std::string_view::npos) {
+      if (!valid_port_text(rest.substr(colon + 1))) return make_error(bad, " (bad port)");
+      host = rest.substr(0, colon);
+    }
+    if (host.empty()) return make_error(bad);
+    for (unsigned char c : host)
+      if (!(std::isalnum(c) || c == '.' || c == '-' || c == '_'))
+        return make_error(bad, " (patterns, paths and credentials are not accepted)");
+  }
+  return {};
+}
+
+Status check_allowed_host(const std::string& host) {
+  if (host.empty()) return make_error("--allowed-host: the host is empty");
+  for (unsigned char c : host)
+    if (!(std::isalnum(c) || c == '.' || c == '-' || c == '_' || c == ':' || c == '[' || c == ']'))
+      return make_error("--allowed-host: '", host, "' is not a host name or address (no scheme, path or pattern)");
+  return {};
+}
+
+Status check_served_model_name(const std::string& name) {
+  const std::string what = str_cat("--served-model-name: '", name, "'");
+  if (name.empty()) return make_error("--served-model-name: the name is empty");
+  for (unsigned char c : name) {
+    if (is_space_or_control(c)) return make_error(what, " contains whitespace or a control character");
+    if (c == '\\' || c == '%' || c == '?' || c == '#') return make_error(what, " contains one of \\ % ? #");
+  }
+  size_t start = 0;
+  while (true) {
+    size_t slash = name.find('/', start);
+    std::string seg = name.substr(start, slash == std::string::npos ? std::string::npos : slash - start);
+    if (seg.empty() || seg == "." || seg == "..") return make_error(what, " has an empty, '.' or '..' path segment");
+    if (slash == std::string::npos) break;
+    start = slash + 1;
+  }
+  return {};
+}
+
+Status check_reasoning_effort(const std::string& effort) {
+  for (const char* e : {"none", "minimal", "low", "medium", "high", "xhigh", "max"})
+    if (effort == e) return {};
+  return make_error("--default-reasoning-effort: '", effort,
+                    "' is not one of none, minimal, low, medium, high, xhigh, max");
+}
+
+Result<std::chrono::milliseconds> parse_duration(const std::string& text) {
+  const std::string bad = str_cat("--request-timeout: '", text,
+                                  "' is not a duration (seconds, or a number with an s, m or h suffix, > 0)");
+  if (text.empty()) return make_error(bad);
+  std::string num = text;
+  double mult = 1;
+  char last = static_cast<char>(std::tolower(static_cast<unsigned char>(text.back())));
+  if (last == 's' || last == 'm' || last == 'h') {
+    mult = last == 's' ? 1 : last == 'm' ? 60 : 3600;
+    num.pop_back();
+  }
+  double v = 0;
+  auto [end, ec] = std::from_chars(num.data(), num.data() + num.size(), v);
+  if (num.empty() || ec != std::errc() || end != num.data() + num.size() || !std::isfinite(v) || v <= 0)
+    return make_error(bad);
+  const double ms = v * mult * 1000.0;
+  if (!std::isfinite(ms) || ms > 1e15) return make_error(bad, " (too long)");
+  return std::chrono::milliseconds(std::max<int64_t>(1, std::llround(ms)));
+}
+
+Result<std::optional<uint64_t>> parse_max_memory(const std::string& text) {
+  if (lower(text) == "auto") return std::optional<uint64_t>();
+  auto v = parse_size_bytes(text);
+  if (!v.ok()) return make_error("--max-memory: ", v.error_message());
+  if (*v == 0) return make_error("--max-memory: 0 is not allowed (pass a positive SIZE or auto)");
+  return std::optional<uint64_t>(*v);
+}
+
+Result<std::optional<int64_t>> parse_max_context(const std::string& text) {
+  if (lower(text) == "auto") return std::optional<int64_t>();
+  auto v = parse_token_count(text);
+  if (!v.ok()) return make_error("--max-context: ", v.error_message());
+  if (*v < 1 || *v > static_cast<uint64_t>(kMaxContextTokens))
+    return make_error("--max-context: ", text, " is outside 1..", kMaxContextTokens, " tokens (K = 1024)");
+  return std::optional<int64_t>(static_cast<int64_t>(*v));
+}
+
+Result<KvFormat> parse_kv_format(const std::string& text) {
+  if (text == "int8") return KvFormat::kInt8;
+  if (text == "bf16") return KvFormat::kBF16;
+  if (text == "f32") return KvFormat::kF32;
+  return make_error("--kv-format: '", text, "' is not one of int8, bf16 (f32 for debugging)");
+}
+
+}  // namespace splash::app

@@ -1,0 +1,66 @@
+// `splash serve`'s settings after parsing, and the checks on each flag's text (spec 1.2). The CLI
+// (src/cli/serve.cpp) turns argv and the SPLASH_* environment into ServeOptions through these
+// functions; every error message names the flag, and the CLI exits 2 with it.
+//
+// Pure functions, no I/O, no environment reads: the caller passes what it read.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "backend/cpu/attention_kv.h"
+#include "core/result.h"
+
+namespace splash::app {
+
+struct ServeOptions {
+  // Model.
+  std::string model;                            // local path: .gguf, safetensors/MLX folder, llama2.c .bin
+  std::string tokenizer;                        // llama2.c tokenizer.bin (default: beside the model)
+  std::vector<std::string> served_model_names;  // aliases; the first is the model id
+  // Network and access.
+  std::string host = "127.0.0.1";
+  uint16_t port = 8000;
+  std::string api_key;                          // empty = auth off
+  std::vector<std::string> allowed_hosts;
+  std::vector<std::string> allowed_origins;
+  bool webui = true;
+  // Memory and context.
+  std::optional<uint64_t> max_memory;           // nullopt = auto
+  std::optional<int64_t> max_context;           // nullopt = auto
+  KvFormat kv_format = KvFormat::kInt8;
+  // API and requests.
+  std::string default_reasoning_effort;         // "" = the template's default
+  uint64_t max_request_bytes = uint64_t{128} << 20;
+  std::optional<std::chrono::milliseconds> request_timeout;
+  int queue_size = 32;
+  int threads = 0;                              // 0 = default_thread_count()
+  bool disable_ane = false;                     // accepted; there is no second compute device
+};
+
+// "--port": 1..65535.
+Result<uint16_t> parse_port(const std::string& text, const char* flag = "--port");
+// "--api-key": non-empty printable ASCII without whitespace.
+Status check_api_key(const std::string& key);
+// "--allowed-origin": exactly `*` or scheme://host[:port] (http/https, no path, no wildcard pattern).
+Status check_allowed_origin(const std::string& origin);
+// "--allowed-host": a host name or address without scheme, path or whitespace (an optional :port).
+Status check_allowed_host(const std::string& host);
+// "--served-model-name": no whitespace or control characters, none of \ % ? #, no empty, "." or ".."
+// path segment.
+Status check_served_model_name(const std::string& name);
+// "--default-reasoning-effort": none minimal low medium high xhigh max.
+Status check_reasoning_effort(const std::string& effort);
+// DURATION: seconds or an s/m/h suffix, floats allowed, > 0 and finite ("90", "1.5m", "2h").
+Result<std::chrono::milliseconds> parse_duration(const std::string& text);
+// "--max-memory SIZE|auto": nullopt for auto; 0 refused.
+Result<std::optional<uint64_t>> parse_max_memory(const std::string& text);
+// "--max-context TOKENS|auto": 1..262144, K = 1024; nullopt for auto.
+Result<std::optional<int64_t>> parse_max_context(const std::string& text);
+// "--kv-format": int8, bf16 (f32 accepted for debugging).
+Result<KvFormat> parse_kv_format(const std::string& text);
+
+}  // namespace splash::app

@@ -1,0 +1,96 @@
+// `splash serve` flag checks (spec 1.2): each accepts the documented syntax and names the flag when
+// it refuses.
+#include "server/app/serve_options.h"
+
+#include "gtest/gtest.h"
+
+namespace splash::app {
+namespace {
+
+TEST(AppOptions, Port) {
+  EXPECT_EQ(*parse_port("8000"), 8000);
+  EXPECT_EQ(*parse_port("1"), 1);
+  EXPECT_EQ(*parse_port("65535"), 65535);
+  for (const char* bad : {"0", "65536", "", "80a", "-1", "123456", " 80"}) {
+    auto p = parse_port(bad);
+    ASSERT_FALSE(p.ok()) << bad;
+    EXPECT_NE(p.error_message().find("--port"), std::string::npos);
+  }
+  EXPECT_NE(parse_port("x", "SPLASH_PORT").error_message().find("SPLASH_PORT"), std::string::npos);
+}
+
+TEST(AppOptions, ApiKey) {
+  EXPECT_TRUE(check_api_key("sk-abc_123").ok());
+  for (const char* bad : {"", "has space", "tab\there", "caf\xc3\xa9", "nl\n"}) {
+    Status st = check_api_key(bad);
+    ASSERT_FALSE(st.ok()) << bad;
+    EXPECT_NE(st.error_message().find("--api-key"), std::string::npos);
+  }
+}
+
+TEST(AppOptions, AllowedOrigin) {
+  for (const char* ok : {"*", "http://localhost:3000", "https://app.example.com", "http://[::1]:8080", "http://10.0.0.2"})
+    EXPECT_TRUE(check_allowed_origin(ok).ok()) << ok;
+  for (const char* bad : {"localhost:3000", "http://*.example.com", "https://a.com/path", "ftp://a.com", "http://",
+                          "http://a.com:99999", "**", "http://user@a.com"}) {
+    Status st = check_allowed_origin(bad);
+    ASSERT_FALSE(st.ok()) << bad;
+    EXPECT_NE(st.error_message().find("--allowed-origin"), std::string::npos);
+  }
+}
+
+TEST(AppOptions, ServedModelName) {
+  for (const char* ok : {"qwen3", "org/model-1.5B", "a.b_c-d"}) EXPECT_TRUE(check_served_model_name(ok).ok()) << ok;
+  for (const char* bad : {"", "a b", "a%20", "a?b", "a#b", "a\\b", "/lead", "trail/", "a//b", ".", "a/../b", "x/./y",
+                          "ctl\x01"}) {
+    Status st = check_served_model_name(bad);
+    ASSERT_FALSE(st.ok()) << bad;
+    EXPECT_NE(st.error_message().find("--served-model-name"), std::string::npos);
+  }
+}
+
+TEST(AppOptions, Duration) {
+  EXPECT_EQ(parse_duration("90")->count(), 90000);
+  EXPECT_EQ(parse_duration("1.5m")->count(), 90000);
+  EXPECT_EQ(parse_duration("2h")->count(), 7200000);
+  EXPECT_EQ(parse_duration("0.25s")->count(), 250);
+  for (const char* bad : {"0", "-5", "", "s", "inf", "nan", "5d", "1e400"}) {
+    auto d = parse_duration(bad);
+    ASSERT_FALSE(d.ok()) << bad;
+    EXPECT_NE(d.error_message().find("--request-timeout"), std::string::npos);
+  }
+}
+
+TEST(AppOptions, MaxMemoryAndContext) {
+  EXPECT_FALSE(parse_max_memory("auto")->has_value());
+  EXPECT_EQ(**parse_max_memory("28G"), uint64_t{28} << 30);
+  EXPECT_EQ(**parse_max_memory("28GiB"), uint64_t{28} << 30);
+  EXPECT_EQ(**parse_max_memory("512m"), uint64_t{512} << 20);
+  auto zero = parse_max_memory("0");
+  ASSERT_FALSE(zero.ok());
+  EXPECT_NE(zero.error_message().find("--max-memory"), std::string::npos);
+  EXPECT_FALSE(parse_max_memory("lots").ok());
+
+  EXPECT_FALSE(parse_max_context("auto")->has_value());
+  EXPECT_EQ(**parse_max_context("100K"), 102400);
+  EXPECT_EQ(**parse_max_context("256K"), 262144);
+  EXPECT_EQ(**parse_max_context("1"), 1);
+  for (const char* bad : {"257K", "0", "262145", "1.5K", "10M", "x"}) {
+    auto c = parse_max_context(bad);
+    ASSERT_FALSE(c.ok()) << bad;
+    EXPECT_NE(c.error_message().find("--max-context"), std::string::npos) << c.error_message();
+  }
+}
+
+TEST(AppOptions, KvFormatAndEffort) {
+  EXPECT_EQ(*parse_kv_format("int8"), KvFormat::kInt8);
+  EXPECT_EQ(*parse_kv_format("bf16"), KvFormat::kBF16);
+  EXPECT_EQ(*parse_kv_format("f32"), KvFormat::kF32);
+  EXPECT_NE(parse_kv_format("q4").error_message().find("--kv-format"), std::string::npos);
+  for (const char* e : {"none", "minimal", "low", "medium", "high", "xhigh", "max"})
+    EXPECT_TRUE(check_reasoning_effort(e).ok()) << e;
+  EXPECT_NE(check_reasoning_effort("extreme").error_message().find("--default-reasoning-effort"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace splash::app
