@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "backend/cpu/matmul_kernels.h"
+#include "backend/cpu/matmul_repack.h"
 #include "core/half.h"
 
 namespace splash {
@@ -25,6 +26,12 @@ std::string label(std::string_view name) {
 // The best kernel at or below `level` (a level may lack a kernel for some format).
 TileKernel pick_kernel(WeightFormat f, IsaLevel level) {
   TileKernel k = nullptr;
+  if (f == WeightFormat::kQ4_0x8 || f == WeightFormat::kQ8_0x8) {
+    // x8 layouts are only built at AVX2 and above (pack_weights).
+    k = level >= IsaLevel::kAvx512 ? cpu::avx512_x8_kernel(f) : cpu::avx2_x8_kernel(f);
+    SPLASH_CHECK(k != nullptr);
+    return k;
+  }
   if (level >= IsaLevel::kAvx512) k = cpu::avx512_kernel(f);
   if (!k && level >= IsaLevel::kAvx2) k = cpu::avx2_kernel(f);
   if (!k) k = cpu::scalar_kernel(f);
@@ -58,6 +65,8 @@ const char* weight_format_name(WeightFormat f) {
     case WeightFormat::kQ6_K: return "Q6_K";
     case WeightFormat::kMlx4: return "MLX4";
     case WeightFormat::kMlx8: return "MLX8";
+    case WeightFormat::kQ4_0x8: return "Q4_0x8";
+    case WeightFormat::kQ8_0x8: return "Q8_0x8";
   }
   return "?";
 }
@@ -96,6 +105,18 @@ Result<PackedWeights> pack_weights(DType type, const void* data, int64_t rows, i
   w.isa_ = clamp_isa_level(level);
   w.data_ = static_cast<const uint8_t*>(data);
   w.row_bytes_ = static_cast<int64_t>(*row_bytes);
+  const WeightFormat x8 = cpu::x8_format_of(f);
+  if (x8 != f && w.isa_ >= IsaLevel::kAvx2) {
+    // Repacked once here so the kernels read 8 rows per load; the source is not read afterwards.
+    w.format_ = x8;
+    w.group_bytes_ = cols / 32 * cpu::x8_block_bytes(x8);
+    const int64_t groups = (rows + cpu::kX8Rows - 1) / cpu::kX8Rows;
+    if (groups > INT64_MAX / w.group_bytes_)
+      return make_error(label(name), ": matrix shape [", rows, ", ", cols, "] overflows");
+    w.storage_.resize(static_cast<size_t>(groups * w.group_bytes_));
+    cpu::repack_x8(x8, w.data_, rows, cols, w.storage_.data());
+    w.data_ = w.storage_.data();
+  }
   return w;
 }
 
@@ -171,13 +192,21 @@ void matmul(const PackedWeights& w, const float* x, float* y, int64_t n, ThreadP
   const TileKernel kernel = pick_kernel(w.format(), level);
   const int threads = pool.size();
 
-  QuantizedActs qx;
+  // Per calling thread, reused: a fresh 0.1-1 MB buffer per call cost an mmap, page faults and a
+  // zero fill every time. Only this call's rows are read, so stale contents beyond them are harmless.
+  // (A named reference: lambdas run on pool workers must see this thread's buffer, not their own.)
+  thread_local QuantizedActs scratch;
+  QuantizedActs& qx = scratch;
   if (is_quantized(w.format())) {
     qx.n = n;
     qx.cols = w.cols();
-    qx.qs.resize(static_cast<size_t>(n * w.cols()));
-    qx.d.resize(static_cast<size_t>(n * qx.blocks()));
-    qx.dsum.resize(qx.d.size());
+    auto grow = [](auto& v, int64_t size) {
+      if (v.size() < static_cast<size_t>(size)) v.resize(static_cast<size_t>(size));
+    };
+    grow(qx.qs, n * w.cols());
+    grow(qx.d, n * qx.blocks());
+    grow(qx.dsum, n * qx.blocks());
+    grow(qx.qsum, n * qx.blocks());
     auto quantize = level >= IsaLevel::kAvx2 ? cpu::quantize_acts_avx2 : cpu::quantize_acts_scalar;
     constexpr int64_t kRowsPerTask = 16;
     if (n < kRowsPerTask) {

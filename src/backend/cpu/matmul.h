@@ -30,6 +30,9 @@ enum class WeightFormat : uint8_t {
   kQ4_K, kQ5_K, kQ6_K,
   kMlx4,  // repacked MLX affine 4-bit: per group {f32 scale, f32 bias, codes as split nibbles per 32}
   kMlx8,  // repacked MLX affine 8-bit: per group {f32 scale, f32 bias', codes - 128 as int8}
+  // Q4_0 / Q8_0 repacked at load for the AVX2 / AVX-512 kernels: groups of 8 rows, per 32-value
+  // block the 8 fp16 scales, then the codes interleaved 4 bytes per row (matmul_repack.h). Owned.
+  kQ4_0x8, kQ8_0x8,
 };
 const char* weight_format_name(WeightFormat f);
 
@@ -57,11 +60,18 @@ class PackedWeights {
   int64_t cols() const { return cols_; }  // input features
   IsaLevel isa() const { return isa_; }   // kernel level chosen at pack time
   bool owns_data() const { return !storage_.empty(); }
-  const uint8_t* data() const { return data_; }       // [rows, row_bytes]
+  // Row-major formats: [rows, row_bytes]. x8 formats: [ceil(rows / 8), group_bytes], see is_x8().
+  const uint8_t* data() const { return data_; }
+  // Bytes of one row's weights (for x8 formats the GGML row size: the same data, interleaved).
   int64_t row_bytes() const { return row_bytes_; }
+  // Row-major formats only (not x8).
   const uint8_t* row(int64_t r) const { return data_ + r * row_bytes_; }
-  int group_size() const { return group_size_; }       // MLX formats; 0 otherwise
-  int64_t group_bytes() const { return group_bytes_; }  // MLX formats; 0 otherwise
+  bool is_x8() const { return format_ == WeightFormat::kQ4_0x8 || format_ == WeightFormat::kQ8_0x8; }
+  int group_size() const { return group_size_; }        // MLX formats; 0 otherwise
+  // MLX formats: bytes of one group of a row; x8 formats: bytes of one group of 8 rows.
+  int64_t group_bytes() const { return group_bytes_; }
+  // Bytes the kernels read for the whole matrix (packed layout, x8 padding rows included).
+  int64_t packed_bytes() const { return is_x8() ? (rows_ + 7) / 8 * group_bytes_ : rows_ * row_bytes_; }
 
  private:
   friend Result<PackedWeights> pack_weights(DType, const void*, int64_t, int64_t, IsaLevel, std::string_view);
@@ -80,7 +90,9 @@ class PackedWeights {
 };
 
 // Wraps `data` ([rows, cols] of `type`, GGML block layout for quantized types) for matmul. Zero-copy
-// for every supported type: `data` must stay valid and unchanged while the result is used. `name`
+// for the float and K-quant types: `data` must then stay valid and unchanged while the result is
+// used. Q4_0 and Q8_0 at level AVX2 or above are repacked into an owned x8 layout (owns_data()):
+// `data` is not read after the call, so a loader may drop its file pages. `name`
 // (the tensor's name) goes into error messages. `level` is clamped to what the CPU supports; pass a
 // lower one to force a kernel tier (tests, benchmarks).
 Result<PackedWeights> pack_weights(DType type, const void* data, int64_t rows, int64_t cols,

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "backend/cpu/matmul_kernels.h"
+#include "backend/cpu/matmul_repack.h"
 
 #define SPLASH_SIMD_VNNI 0
 
@@ -14,9 +15,11 @@ namespace splash::cpu {
 
 namespace {
 #include "backend/cpu/matmul_simd_impl.h"
+#include "backend/cpu/matmul_gemm_impl.h"
 }  // namespace
 
 TileKernel avx2_kernel(WeightFormat f) { return simd_kernel(f); }
+TileKernel avx2_x8_kernel(WeightFormat f) { return x8_kernel(f); }
 
 void quantize_acts_avx2(const float* x, QuantizedActs& qx, int64_t i0, int64_t i1) {
   const int64_t nb = qx.blocks();
@@ -52,6 +55,7 @@ void quantize_acts_avx2(const float* x, QuantizedActs& qx, int64_t i0, int64_t i
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + b * 32), ordered);
       qx.d[i * nb + b] = d;
       qx.dsum[i * nb + b] = d * static_cast<float>(_mm_cvtsi128_si32(s4));
+      qx.qsum[i * nb + b] = _mm_cvtsi128_si32(s4);
     }
   }
 }

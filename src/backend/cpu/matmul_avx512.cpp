@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "backend/cpu/matmul_kernels.h"
+#include "backend/cpu/matmul_repack.h"
 
 #define SPLASH_SIMD_VNNI 1
 
@@ -13,7 +14,10 @@ namespace splash::cpu {
 
 namespace {
 #include "backend/cpu/matmul_simd_impl.h"
+#include "backend/cpu/matmul_gemm_impl.h"
 }  // namespace
+
+TileKernel avx512_x8_kernel(WeightFormat f) { return x8_kernel(f); }
 
 TileKernel avx512_kernel(WeightFormat f) {
   // Float formats gain nothing from VNNI; the AVX2 versions serve them.

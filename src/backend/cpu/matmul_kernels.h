@@ -18,11 +18,13 @@ struct QuantizedActs {
   std::vector<int8_t> qs;    // [n, cols]
   std::vector<float> d;      // [n, cols / 32] scale per block
   std::vector<float> dsum;   // [n, cols / 32] d * sum(qs of the block): folds code offsets and biases
+  std::vector<int32_t> qsum; // [n, cols / 32] sum(qs of the block): the x8 kernels fold Q4_0's -8 in int32
 
   int64_t blocks() const { return cols / kActBlock; }
   const int8_t* q_row(int64_t i) const { return qs.data() + i * cols; }
   const float* d_row(int64_t i) const { return d.data() + i * blocks(); }
   const float* dsum_row(int64_t i) const { return dsum.data() + i * blocks(); }
+  const int32_t* qsum_row(int64_t i) const { return qsum.data() + i * blocks(); }
 };
 
 // One unit of work: y[i, r] for r in [r0, r1), i in [i0, i1). `x` is [n, cols] f32 (float formats),
@@ -41,6 +43,9 @@ using TileKernel = void (*)(const KernelArgs& a);
 TileKernel scalar_kernel(WeightFormat f);
 TileKernel avx2_kernel(WeightFormat f);
 TileKernel avx512_kernel(WeightFormat f);
+// The x8-layout kernels (Q4_0x8, Q8_0x8; matmul_repack.h), nullptr for other formats.
+TileKernel avx2_x8_kernel(WeightFormat f);
+TileKernel avx512_x8_kernel(WeightFormat f);
 
 // Activation quantizers, rows [i0, i1) of x ([n, cols]) into qx (already sized). All levels produce
 // bit-identical output, so kernels of different levels see the same int8 inputs.

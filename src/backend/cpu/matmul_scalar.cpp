@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "backend/cpu/matmul_kernels.h"
+#include "backend/cpu/matmul_repack.h"
 #include "core/half.h"
 
 namespace splash::cpu {
@@ -220,6 +221,8 @@ TileKernel scalar_kernel(WeightFormat f) {
     case WeightFormat::kQ6_K: return k_q6_k;
     case WeightFormat::kMlx4: return k_mlx4;
     case WeightFormat::kMlx8: return k_mlx8;
+    case WeightFormat::kQ4_0x8:
+    case WeightFormat::kQ8_0x8: return nullptr;  // only packed at AVX2 and above
   }
   return nullptr;
 }
@@ -243,11 +246,16 @@ void quantize_acts_scalar(const float* x, QuantizedActs& qx, int64_t i0, int64_t
       }
       qx.d[i * nb + b] = d;
       qx.dsum[i * nb + b] = d * static_cast<float>(sum);
+      qx.qsum[i * nb + b] = sum;
     }
   }
 }
 
 void dequantize_row_scalar(const PackedWeights& w, int64_t r, float* out) {
+  if (w.is_x8()) {
+    dequantize_x8_row(w, r, out);
+    return;
+  }
   const uint8_t* row = w.row(r);
   const int64_t cols = w.cols();
   switch (w.format()) {
@@ -318,6 +326,8 @@ void dequantize_row_scalar(const PackedWeights& w, int64_t r, float* out) {
             }
       }
       return;
+    case WeightFormat::kQ4_0x8:
+    case WeightFormat::kQ8_0x8: return;  // handled above
     case WeightFormat::kMlx4:
     case WeightFormat::kMlx8: {
       const int gs = w.group_size();

@@ -313,6 +313,8 @@ splash::cpu::TileKernel simd_kernel(splash::WeightFormat f) {
     case WeightFormat::kQ6_K: return quant_tile<DecQ6_K>;
     case WeightFormat::kMlx4: return quant_tile<DecMlx<false>>;
     case WeightFormat::kMlx8: return quant_tile<DecMlx<true>>;
+    case WeightFormat::kQ4_0x8:
+    case WeightFormat::kQ8_0x8: return nullptr;  // matmul_gemm_impl.h
   }
   return nullptr;
 }

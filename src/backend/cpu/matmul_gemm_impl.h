@@ -1,0 +1,173 @@
+// Internal to backend/cpu: the kernels of the interleaved x8 layouts (matmul_repack.h), written once
+// and compiled twice, by matmul_avx2.cpp (vpmaddubsw + vpmaddwd) and matmul_avx512.cpp (vpdpbusd on
+// 256-bit vectors). Include it inside an anonymous namespace after matmul_simd_impl.h, for the same
+// reason as that file (two ISA-flagged copies the linker must never merge).
+//
+// One micro-kernel call computes 8 weight rows (one group) x M activation rows (M <= 4) over the
+// whole row length: per block and per 4-byte step, one 32-byte load of codes (4 bytes of each of the
+// 8 rows) meets a broadcast of 4 activation bytes, so one integer vector holds the 8 rows' partial
+// sums; the block ends in a single FMA with the 8 row scales times the activation scale. The same
+// call with M = n serves decode (GEMV): the group's bytes are one contiguous stream.
+
+// Software prefetch distance for the x8 streams (bytes ahead in a group's contiguous data).
+constexpr int64_t kX8PrefetchBytes = 1536;
+
+inline __m256i bcast4(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm256_set1_epi32(v);
+}
+
+// Q4_0x8, 8 rows x M activation rows. AVX2 keeps the block's sums in int16: each vpmaddubsw lane is
+// at most 2 x 15 x 127 = 3810, and 8 of them (the block's 4 steps, low and high nibbles) stay below
+// 32767, so one vpmaddwd per block widens them.
+template <int M>
+void q4_0x8_micro(const uint8_t* gp, int64_t nb, const splash::cpu::QuantizedActs& qx, int64_t i0,
+                  __m256* out) {
+  const int8_t* xq[M];
+  const float* xd[M];
+  const int32_t* xs[M];
+  __m256 acc[M];
+  for (int m = 0; m < M; ++m) {
+    xq[m] = qx.q_row(i0 + m);
+    xd[m] = qx.d_row(i0 + m);
+    xs[m] = qx.qsum_row(i0 + m);
+    acc[m] = _mm256_setzero_ps();
+  }
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* p = gp + b * splash::cpu::kQ4_0x8BlockBytes;
+    _mm_prefetch(reinterpret_cast<const char*>(p + kX8PrefetchBytes), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(p + kX8PrefetchBytes + 64), _MM_HINT_T0);
+    __m256i isum[M];
+    for (int m = 0; m < M; ++m) isum[m] = _mm256_setzero_si256();
+    for (int s = 0; s < 4; ++s) {
+      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 16 + 32 * s));
+      const __m256i lo = _mm256_and_si256(v, m4);
+      const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+      for (int m = 0; m < M; ++m) {
+        const __m256i xl = bcast4(xq[m] + b * 32 + 4 * s);
+        const __m256i xh = bcast4(xq[m] + b * 32 + 16 + 4 * s);
+#if SPLASH_SIMD_VNNI
+        isum[m] = _mm256_dpbusd_epi32(_mm256_dpbusd_epi32(isum[m], lo, xl), hi, xh);
+#else
+        isum[m] = _mm256_add_epi16(isum[m], _mm256_add_epi16(_mm256_maddubs_epi16(lo, xl),
+                                                             _mm256_maddubs_epi16(hi, xh)));
+#endif
+      }
+    }
+    const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    for (int m = 0; m < M; ++m) {
+#if SPLASH_SIMD_VNNI
+      __m256i i32 = isum[m];
+#else
+      __m256i i32 = _mm256_madd_epi16(isum[m], _mm256_set1_epi16(1));
+#endif
+      // (q - 8) x = q x - 8 sum(x): the offset folds into the integer sum exactly.
+      i32 = _mm256_sub_epi32(i32, _mm256_set1_epi32(8 * xs[m][b]));
+      acc[m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i32), _mm256_mul_ps(d, _mm256_set1_ps(xd[m][b])), acc[m]);
+    }
+  }
+  for (int m = 0; m < M; ++m) out[m] = acc[m];
+}
+
+// Q8_0x8, 8 rows x M activation rows. Signed codes meet signed activations through the sign trick
+// |w| x (x sign(w)) (|-128| read as u8 128); a vpmaddubsw pair sum then reaches 2 x 128 x 127 =
+// 32512, which fits int16 once but not twice, so every step widens to int32.
+template <int M>
+void q8_0x8_micro(const uint8_t* gp, int64_t nb, const splash::cpu::QuantizedActs& qx, int64_t i0,
+                  __m256* out) {
+  const int8_t* xq[M];
+  const float* xd[M];
+  __m256 acc[M];
+  for (int m = 0; m < M; ++m) {
+    xq[m] = qx.q_row(i0 + m);
+    xd[m] = qx.d_row(i0 + m);
+    acc[m] = _mm256_setzero_ps();
+  }
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* p = gp + b * splash::cpu::kQ8_0x8BlockBytes;
+    for (int64_t off = 0; off < splash::cpu::kQ8_0x8BlockBytes; off += 64)
+      _mm_prefetch(reinterpret_cast<const char*>(p + kX8PrefetchBytes + off), _MM_HINT_T0);
+    __m256i isum[M];
+    for (int m = 0; m < M; ++m) isum[m] = _mm256_setzero_si256();
+    for (int s = 0; s < 8; ++s) {
+      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 16 + 32 * s));
+      const __m256i av = _mm256_sign_epi8(v, v);
+      for (int m = 0; m < M; ++m) {
+        const __m256i sx = _mm256_sign_epi8(bcast4(xq[m] + b * 32 + 4 * s), v);
+#if SPLASH_SIMD_VNNI
+        isum[m] = _mm256_dpbusd_epi32(isum[m], av, sx);
+#else
+        isum[m] = _mm256_add_epi32(isum[m], _mm256_madd_epi16(_mm256_maddubs_epi16(av, sx), _mm256_set1_epi16(1)));
+#endif
+      }
+    }
+    const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    for (int m = 0; m < M; ++m)
+      acc[m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[m]), _mm256_mul_ps(d, _mm256_set1_ps(xd[m][b])), acc[m]);
+  }
+  for (int m = 0; m < M; ++m) out[m] = acc[m];
+}
+
+// y[i0 + m, row0 .. row0 + 8) = v[m], cut to the matrix's real rows in the last group.
+template <int M>
+void store_x8(const __m256* v, float* y, int64_t ld, int64_t i0, int64_t row0, int64_t rows) {
+  const int64_t valid = rows - row0;
+  for (int m = 0; m < M; ++m) {
+    float* dst = y + (i0 + m) * ld + row0;
+    if (valid >= 8) {
+      _mm256_storeu_ps(dst, v[m]);
+    } else {
+      alignas(32) float t[8];
+      _mm256_store_ps(t, v[m]);
+      std::memcpy(dst, t, static_cast<size_t>(valid) * sizeof(float));
+    }
+  }
+}
+
+struct MicroQ4_0x8 {
+  template <int M>
+  static void run(const uint8_t* gp, int64_t nb, const splash::cpu::QuantizedActs& qx, int64_t i0, __m256* out) {
+    q4_0x8_micro<M>(gp, nb, qx, i0, out);
+  }
+};
+struct MicroQ8_0x8 {
+  template <int M>
+  static void run(const uint8_t* gp, int64_t nb, const splash::cpu::QuantizedActs& qx, int64_t i0, __m256* out) {
+    q8_0x8_micro<M>(gp, nb, qx, i0, out);
+  }
+};
+
+template <class Micro, int M>
+void x8_step(const splash::PackedWeights& w, const uint8_t* gp, int64_t nb, const splash::cpu::KernelArgs& a,
+             int64_t i, int64_t row0) {
+  __m256 v[M];
+  Micro::template run<M>(gp, nb, *a.qx, i, v);
+  store_x8<M>(v, a.y, w.rows(), i, row0, w.rows());
+}
+
+// Rows [r0, r1) (r0 a multiple of 8) x activation rows [i0, i1). Group outer, activation rows inner:
+// the group's bytes (nb x 144 or 272) stay in L1 while the activation tile streams from L2.
+template <class Micro>
+void x8_tile(const splash::cpu::KernelArgs& a) {
+  const splash::PackedWeights& w = *a.w;
+  const int64_t nb = w.cols() / 32;
+  for (int64_t g = a.r0 / 8; g * 8 < a.r1; ++g) {
+    const uint8_t* gp = w.data() + g * w.group_bytes();
+    int64_t i = a.i0;
+    for (; i + 4 <= a.i1; i += 4) x8_step<Micro, 4>(w, gp, nb, a, i, g * 8);
+    switch (a.i1 - i) {
+      case 3: x8_step<Micro, 3>(w, gp, nb, a, i, g * 8); break;
+      case 2: x8_step<Micro, 2>(w, gp, nb, a, i, g * 8); break;
+      case 1: x8_step<Micro, 1>(w, gp, nb, a, i, g * 8); break;
+      default: break;
+    }
+  }
+}
+
+splash::cpu::TileKernel x8_kernel(splash::WeightFormat f) {
+  if (f == splash::WeightFormat::kQ4_0x8) return x8_tile<MicroQ4_0x8>;
+  if (f == splash::WeightFormat::kQ8_0x8) return x8_tile<MicroQ8_0x8>;
+  return nullptr;
+}

@@ -1,0 +1,75 @@
+#include "backend/cpu/matmul_repack.h"
+
+#include <cstring>
+
+#include "backend/cpu/matmul_kernels.h"
+#include "core/check.h"
+#include "core/half.h"
+
+namespace splash::cpu {
+
+WeightFormat x8_format_of(WeightFormat f) {
+  if (f == WeightFormat::kQ4_0) return WeightFormat::kQ4_0x8;
+  if (f == WeightFormat::kQ8_0) return WeightFormat::kQ8_0x8;
+  return f;
+}
+
+int64_t x8_block_bytes(WeightFormat x8) {
+  SPLASH_CHECK(x8 == WeightFormat::kQ4_0x8 || x8 == WeightFormat::kQ8_0x8);
+  return x8 == WeightFormat::kQ4_0x8 ? kQ4_0x8BlockBytes : kQ8_0x8BlockBytes;
+}
+
+void repack_x8(WeightFormat x8, const uint8_t* src, int64_t rows, int64_t cols, uint8_t* dst) {
+  const bool q4 = x8 == WeightFormat::kQ4_0x8;
+  const int64_t nb = cols / 32;
+  const int64_t src_block = q4 ? 18 : 34;  // fp16 d + codes
+  const int64_t code_bytes = src_block - 2;
+  const int64_t block_bytes = x8_block_bytes(x8);
+  const int64_t groups = (rows + kX8Rows - 1) / kX8Rows;
+  for (int64_t g = 0; g < groups; ++g) {
+    for (int64_t b = 0; b < nb; ++b) {
+      uint8_t* out = dst + (g * nb + b) * block_bytes;
+      for (int r = 0; r < kX8Rows; ++r) {
+        const int64_t row = g * kX8Rows + r;
+        if (row >= rows) {  // padding row: scale 0 and code 0 contribute exactly 0
+          std::memset(out + 2 * r, 0, 2);
+          for (int64_t s = 0; s < code_bytes / 4; ++s) std::memset(out + 16 + s * 32 + 4 * r, 0, 4);
+          continue;
+        }
+        const uint8_t* blk = src + (row * nb + b) * src_block;
+        std::memcpy(out + 2 * r, blk, 2);
+        for (int64_t s = 0; s < code_bytes / 4; ++s) std::memcpy(out + 16 + s * 32 + 4 * r, blk + 2 + 4 * s, 4);
+      }
+    }
+  }
+}
+
+void dequantize_x8_row(const PackedWeights& w, int64_t r, float* out) {
+  SPLASH_CHECK(w.is_x8() && r >= 0 && r < w.rows());
+  const bool q4 = w.format() == WeightFormat::kQ4_0x8;
+  const int64_t nb = w.cols() / 32;
+  const int64_t block_bytes = x8_block_bytes(w.format());
+  const uint8_t* group = w.data() + (r / kX8Rows) * w.group_bytes();
+  const int lane = static_cast<int>(r % kX8Rows);
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = group + b * block_bytes;
+    uint16_t h;
+    std::memcpy(&h, blk + 2 * lane, 2);
+    const float d = f16_to_f32(h);
+    float* o = out + b * 32;
+    if (q4) {
+      for (int s = 0; s < 4; ++s)
+        for (int j = 0; j < 4; ++j) {
+          const uint8_t byte = blk[16 + s * 32 + 4 * lane + j];
+          o[4 * s + j] = d * static_cast<float>((byte & 0xF) - 8);
+          o[16 + 4 * s + j] = d * static_cast<float>((byte >> 4) - 8);
+        }
+    } else {
+      for (int s = 0; s < 8; ++s)
+        for (int j = 0; j < 4; ++j)
+          o[4 * s + j] = d * static_cast<float>(static_cast<int8_t>(blk[16 + s * 32 + 4 * lane + j]));
+    }
+  }
+}
+
+}  // namespace splash::cpu

@@ -1,0 +1,37 @@
+// Internal to backend/cpu: the interleaved "x8" layouts of Q4_0 and Q8_0 that the AVX2 / AVX-512
+// GEMM and GEMV kernels read (matmul_gemm_impl.h), built once at load by pack_weights.
+//
+// Rows are taken 8 at a time (a group; the last group is padded with zero rows). A group holds its
+// 32-value blocks one after the other; block b of a group is
+//   fp16 d[8]                 scale of each of the 8 rows (16 bytes)
+//   codes, in steps of 32 bytes: step s holds 4 code bytes of row 0, then 4 of row 1, ... row 7.
+//     Q4_0: 4 steps, step s = bytes qs[4s .. 4s+3] of each row (low nibbles: values 4s..4s+3,
+//           high nibbles: values 16+4s..16+4s+3), codes unsigned 0..15 (value = (q - 8) d).
+//     Q8_0: 8 steps, step s = qs[4s .. 4s+3] of each row (values 4s..4s+3), int8.
+// So one 32-byte load holds the same 4 (or 4 + 4) values of all 8 rows, and one broadcast of 4
+// activation bytes meets them with a single vpmaddubsw: the 8 int32 lanes of the product are the
+// 8 rows' partial sums, and a whole block ends in one float FMA with the 8 row scales.
+#pragma once
+
+#include <cstdint>
+
+#include "backend/cpu/matmul.h"
+
+namespace splash::cpu {
+
+constexpr int kX8Rows = 8;                           // rows per group
+constexpr int64_t kQ4_0x8BlockBytes = 16 + 8 * 16;   // 144: 8 scales + 8 x 16 code bytes
+constexpr int64_t kQ8_0x8BlockBytes = 16 + 8 * 32;   // 272: 8 scales + 8 x 32 code bytes
+
+// The x8 format for a GGML file format, or the format itself when it has none.
+WeightFormat x8_format_of(WeightFormat f);
+int64_t x8_block_bytes(WeightFormat x8);
+
+// Repacks [rows, cols] GGML blocks (`src`, Q4_0 for kQ4_0x8, Q8_0 for kQ8_0x8) into `dst`, which
+// holds ceil(rows / 8) * (cols / 32) * x8_block_bytes(x8) bytes (padding rows are zeroed here).
+void repack_x8(WeightFormat x8, const uint8_t* src, int64_t rows, int64_t cols, uint8_t* dst);
+
+// Row r of an x8 matrix as f32 (the scalar reference reading of the layout).
+void dequantize_x8_row(const PackedWeights& w, int64_t r, float* out);
+
+}  // namespace splash::cpu

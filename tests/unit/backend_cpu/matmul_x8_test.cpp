@@ -1,0 +1,186 @@
+// The interleaved x8 layouts of Q4_0 / Q8_0 (matmul_repack.h) and their GEMM/GEMV kernels, against
+// the scalar kernel on the file layout (same int8 activations) and against exact integer sums.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "backend/cpu/cpu_features.h"
+#include "backend/cpu/matmul.h"
+#include "core/half.h"
+#include "matmul_test_util.h"
+
+namespace splash {
+namespace {
+
+// The x8 kernels differ from the scalar kernel only in float summation order (the integer block
+// sums are exact in both).
+constexpr double kX8VsScalarNmse = 1e-10;
+
+std::vector<IsaLevel> simd_levels() {
+  std::vector<IsaLevel> out;
+  if (best_isa_level() >= IsaLevel::kAvx2) out.push_back(IsaLevel::kAvx2);
+  if (best_isa_level() >= IsaLevel::kAvx512) out.push_back(IsaLevel::kAvx512);
+  return out;
+}
+
+std::vector<uint8_t> make_blocks(DType t, int64_t rows, int64_t cols, uint32_t seed) {
+  const auto v = test::random_floats(static_cast<size_t>(rows * cols), seed, 0.05f);
+  return t == DType::kQ4_0 ? test::quantize_q4_0(v) : test::quantize_q8_0(v);
+}
+
+std::vector<float> run(const PackedWeights& w, const std::vector<float>& x, int64_t n, ThreadPool& pool) {
+  // One guard value past the end: the tail group must not write beyond the matrix's rows.
+  std::vector<float> y(static_cast<size_t>(n * w.rows()) + 1, -12345.0f);
+  matmul(w, x.data(), y.data(), n, pool);
+  EXPECT_EQ(y.back(), -12345.0f);
+  y.pop_back();
+  return y;
+}
+
+struct X8Case {
+  DType type;
+  int64_t rows;
+};
+
+class MatmulX8 : public ::testing::TestWithParam<X8Case> {};
+
+TEST_P(MatmulX8, MatchesScalarKernelOnAwkwardShapes) {
+  if (simd_levels().empty()) GTEST_SKIP() << "no AVX2 on this CPU: x8 layouts are not built";
+  const X8Case c = GetParam();
+  ThreadPool pool2(2), pool1(1);
+  for (int64_t cols : {32, 96, 1024}) {
+    const auto bytes = make_blocks(c.type, c.rows, cols, 11 + static_cast<uint32_t>(cols));
+    auto scalar = pack_weights(c.type, bytes.data(), c.rows, cols, IsaLevel::kScalar);
+    ASSERT_TRUE(scalar.ok());
+    ASSERT_FALSE(scalar->is_x8());
+    for (int64_t n : {1, 2, 3, 4, 5, 6, 7, 8, 9, 31, 33, 512}) {
+      if (n == 512 && cols > 96) continue;  // keeps the scalar reference quick
+      SCOPED_TRACE(str_cat(dtype_name(c.type), " rows=", c.rows, " cols=", cols, " n=", n));
+      const auto x = test::random_floats(static_cast<size_t>(n * cols), 7 + static_cast<uint32_t>(n));
+      const auto want = run(*scalar, x, n, pool2);
+      for (IsaLevel level : simd_levels()) {
+        SCOPED_TRACE(isa_level_name(level));
+        auto w = pack_weights(c.type, bytes.data(), c.rows, cols, level);
+        ASSERT_TRUE(w.ok());
+        ASSERT_TRUE(w->is_x8());
+        EXPECT_TRUE(w->owns_data());
+        const auto got = run(*w, x, n, pool2);
+        EXPECT_LT(test::nmse(got, want), kX8VsScalarNmse);
+        // Every output row is written (no -12345 left) and none drifts alone beyond rounding.
+        for (size_t k = 0; k < got.size(); ++k)
+          ASSERT_NEAR(got[k], want[k], 1e-4 + 1e-5 * std::fabs(want[k])) << "output " << k;
+        EXPECT_EQ(run(*w, x, n, pool1), got);  // the work split does not change any output
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, MatmulX8,
+                         ::testing::Values(X8Case{DType::kQ4_0, 1}, X8Case{DType::kQ4_0, 7}, X8Case{DType::kQ4_0, 8},
+                                           X8Case{DType::kQ4_0, 9}, X8Case{DType::kQ4_0, 37},
+                                           X8Case{DType::kQ4_0, 72}, X8Case{DType::kQ8_0, 1},
+                                           X8Case{DType::kQ8_0, 8}, X8Case{DType::kQ8_0, 13},
+                                           X8Case{DType::kQ8_0, 37}, X8Case{DType::kQ8_0, 72}),
+                         [](const auto& info) { return str_cat(dtype_name(info.param.type), "_rows", info.param.rows); });
+
+TEST(MatmulX8, DequantizedRowsEqualTheFileLayout) {
+  if (simd_levels().empty()) GTEST_SKIP() << "no AVX2 on this CPU";
+  for (DType t : {DType::kQ4_0, DType::kQ8_0}) {
+    const int64_t rows = 19, cols = 96;
+    const auto bytes = make_blocks(t, rows, cols, 3);
+    auto file = pack_weights(t, bytes.data(), rows, cols, IsaLevel::kScalar);
+    auto x8 = pack_weights(t, bytes.data(), rows, cols, IsaLevel::kAvx2);
+    ASSERT_TRUE(file.ok() && x8.ok());
+    ASSERT_TRUE(x8->is_x8());
+    std::vector<float> a(cols), b(cols);
+    for (int64_t r = 0; r < rows; ++r) {
+      dequantize_packed_row(*file, r, a.data());
+      dequantize_packed_row(*x8, r, b.data());
+      EXPECT_EQ(a, b) << dtype_name(t) << " row " << r;
+    }
+  }
+}
+
+TEST(MatmulX8, SourceIsNotReadAfterPacking) {
+  if (simd_levels().empty()) GTEST_SKIP() << "no AVX2 on this CPU";
+  const int64_t rows = 16, cols = 64;
+  auto bytes = make_blocks(DType::kQ4_0, rows, cols, 5);
+  auto w = pack_weights(DType::kQ4_0, bytes.data(), rows, cols, IsaLevel::kAvx2);
+  ASSERT_TRUE(w.ok());
+  ThreadPool pool(2);
+  const auto x = test::random_floats(static_cast<size_t>(3 * cols), 8);
+  const auto before = run(*w, x, 3, pool);
+  std::fill(bytes.begin(), bytes.end(), uint8_t{0x5A});  // what a dropped and reused page could hold
+  EXPECT_EQ(run(*w, x, 3, pool), before);
+  EXPECT_NE(w->data(), bytes.data());
+}
+
+// Activations +-1 quantize to codes of +-127 exactly (d = 1/127), so the products below are exact
+// integers times 1/127 and the expected values are known in closed form.
+std::vector<float> unit_acts(int64_t n, int64_t cols, bool alternate) {
+  std::vector<float> x(static_cast<size_t>(n * cols));
+  for (size_t k = 0; k < x.size(); ++k) x[k] = alternate && (k % 2) ? -1.0f : 1.0f;
+  return x;
+}
+
+TEST(MatmulX8, Q8ExtremeCodesDoNotSaturate) {
+  // Codes -128 against activations +127: every vpmaddubsw pair sum is -2 x 128 x 127 = -32512, the
+  // int16 limit the kernel must widen after one step. Also 127 against 127, and mixed rows.
+  if (simd_levels().empty()) GTEST_SKIP() << "no AVX2 on this CPU";
+  const int64_t rows = 11, cols = 128, n = 5;
+  std::vector<uint8_t> q8(static_cast<size_t>(rows * cols / 32 * 34));
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t b = 0; b < cols / 32; ++b) {
+      uint8_t* blk = &q8[static_cast<size_t>((r * cols / 32 + b) * 34)];
+      test::put_u16(blk, f32_to_f16(1.0f));
+      const int8_t code = r % 3 == 0 ? -128 : r % 3 == 1 ? 127 : (b % 2 ? -128 : 127);
+      for (int k = 0; k < 32; ++k) blk[2 + k] = static_cast<uint8_t>(code);
+    }
+  const auto x = unit_acts(n, cols, false);
+  for (IsaLevel level : simd_levels()) {
+    auto w = pack_weights(DType::kQ8_0, q8.data(), rows, cols, level);
+    ASSERT_TRUE(w.ok() && w->is_x8());
+    ThreadPool pool(2);
+    const auto y = run(*w, x, n, pool);
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t r = 0; r < rows; ++r) {
+        const double want = r % 3 == 0 ? -128.0 * cols : r % 3 == 1 ? 127.0 * cols : (127.0 - 128.0) * cols / 2;
+        EXPECT_NEAR(y[static_cast<size_t>(i * rows + r)], want, 1e-3 * std::fabs(want) + 1e-3)
+            << isa_level_name(level) << " row " << r;
+      }
+  }
+}
+
+TEST(MatmulX8, Q4ExtremeCodesDoNotSaturate) {
+  // Codes 15 (value +7 d) and 0 (value -8 d) against activations of +-127: the AVX2 kernel sums a
+  // block's 8 vpmaddubsw results in int16, at most 8 x 3810 = 30480.
+  if (simd_levels().empty()) GTEST_SKIP() << "no AVX2 on this CPU";
+  const int64_t rows = 10, cols = 64, n = 6;
+  std::vector<uint8_t> q4(static_cast<size_t>(rows * cols / 32 * 18));
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t b = 0; b < cols / 32; ++b) {
+      uint8_t* blk = &q4[static_cast<size_t>((r * cols / 32 + b) * 18)];
+      test::put_u16(blk, f32_to_f16(1.0f));
+      std::memset(blk + 2, r % 2 ? 0x00 : 0xFF, 16);
+    }
+  for (bool alternate : {false, true}) {
+    const auto x = unit_acts(n, cols, alternate);
+    for (IsaLevel level : simd_levels()) {
+      auto w = pack_weights(DType::kQ4_0, q4.data(), rows, cols, level);
+      ASSERT_TRUE(w.ok() && w->is_x8());
+      ThreadPool pool(2);
+      const auto y = run(*w, x, n, pool);
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t r = 0; r < rows; ++r) {
+          const double value = r % 2 ? -8.0 : 7.0;
+          const double want = alternate ? 0.0 : value * cols;
+          EXPECT_NEAR(y[static_cast<size_t>(i * rows + r)], want, 1e-3) << isa_level_name(level) << " row " << r;
+        }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace splash
