@@ -113,7 +113,7 @@ void EngineImpl::tick(std::vector<uint64_t> cancels) {
       const int64_t spare_pages = std::max<int64_t>(0, kv_.kv_pages_free() - reserve);
       const int64_t slack = static_cast<int64_t>(prefill->seq().kv.pages.size()) * kKvPageTokens - prefill->kv_len();
       n_chunk = std::min({chunk_, prefill->to_feed(), slack + spare_pages * kKvPageTokens});
-      if (n_chunk > 0 || run_decode) break;
+      if (n_chunk > 0 || !decoders.empty()) break;  // with decoders, the prompt just waits this tick
       // Nothing can run: pages are held by lanes that are not running. Take them back, youngest first.
       if (!preempt_youngest(prefill)) {
         for (size_t i = 0; i < lanes_.size(); ++i)
