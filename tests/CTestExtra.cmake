@@ -98,3 +98,26 @@ if(TARGET test_engine)
   add_dependencies(test_engine splash)
 endif()
 # --- end engine ---
+
+# --- e2e (chat page and real clients: markdown renderer, OpenAI SDK, headless Chromium, load) -----
+# Node scripts in tests/e2e; all but e2e_markdown start the real binary on a tiny random-weight Qwen3
+# model on free loopback ports. Skipped (77) without tools/node/node_modules (npm ci there) or
+# without /usr/bin/chromium (browser test).
+find_program(SPLASH_NODE node)
+if(SPLASH_NODE)
+  add_test(NAME e2e_markdown COMMAND ${SPLASH_NODE} ${PROJECT_SOURCE_DIR}/tests/e2e/markdown.test.mjs)
+  set_tests_properties(e2e_markdown PROPERTIES LABELS e2e TIMEOUT 60)
+  add_test(NAME e2e_openai_sdk
+           COMMAND ${SPLASH_NODE} ${PROJECT_SOURCE_DIR}/tests/e2e/openai_sdk.test.mjs --splash $<TARGET_FILE:splash>)
+  set_tests_properties(e2e_openai_sdk PROPERTIES LABELS e2e TIMEOUT 300 SKIP_RETURN_CODE 77)
+  add_test(NAME e2e_browser
+           COMMAND ${SPLASH_NODE} ${PROJECT_SOURCE_DIR}/tests/e2e/browser.test.mjs --splash $<TARGET_FILE:splash>)
+  set_tests_properties(e2e_browser PROPERTIES LABELS e2e TIMEOUT 300 SKIP_RETURN_CODE 77)
+  # 32 streaming clients for 20 s against --queue-size 8 (about 40 s with start-up and warm-up), run
+  # alone so its throughput and latency figures are not shared with other tests. The longer run:
+  #   node tests/e2e/load.mjs --splash build/splash --duration 60
+  add_test(NAME e2e_load
+           COMMAND ${SPLASH_NODE} ${PROJECT_SOURCE_DIR}/tests/e2e/load.mjs --splash $<TARGET_FILE:splash> --duration 20)
+  set_tests_properties(e2e_load PROPERTIES LABELS load TIMEOUT 300 SKIP_RETURN_CODE 77 RUN_SERIAL TRUE)
+endif()
+# --- end e2e ---
