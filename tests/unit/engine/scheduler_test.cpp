@@ -3,6 +3,7 @@
 // in chunks between decode steps, and the stop conditions (stop strings, max_tokens, context limit,
 // ignore_eos); plus stories15M real text when the demo model is present.
 #include <cstdlib>
+#include <fstream>
 #include <mutex>
 
 #include "scheduler_test_util.h"
@@ -396,13 +397,20 @@ TEST(SchedulerStories15M, TwoLanesGiveGoldenText) {
   auto e = Engine::create(m->model, *m->tokenizer, test_options(2));
   ASSERT_TRUE(e.ok()) << e.error_message();
   Recorder a, b;
-  ASSERT_TRUE((*e)->submit(greedy_request({m->tokenizer->bos_id()}, 40), a.callback()).ok());
+  ASSERT_TRUE((*e)->submit(greedy_request({m->tokenizer->bos_id()}, 20), a.callback()).ok());
   std::vector<int32_t> p = {m->tokenizer->bos_id()};
   for (int32_t id : m->tokenizer->encode("Tom had a red ball", false, false)) p.push_back(id);
-  ASSERT_TRUE((*e)->submit(greedy_request(p, 40), b.callback()).ok());
+  ASSERT_TRUE((*e)->submit(greedy_request(p, 20), b.callback()).ok());
   ASSERT_TRUE(a.wait_done());
   ASSERT_TRUE(b.wait_done());
   EXPECT_EQ(a.text().rfind("Once upon a time, there was a little girl named Lily.", 0), 0u) << a.text();
+  // The reference's greedy ids from BOS (tests/reference/golden), batched with another request.
+  std::ifstream f(std::string(SPLASH_SOURCE_DIR) + "/tests/reference/golden/stories15M_greedy200.ids");
+  std::vector<int32_t> golden;
+  std::string item;
+  while (golden.size() < 20 && std::getline(f, item, ',')) golden.push_back(std::stoi(item));
+  ASSERT_EQ(golden.size(), 20u);
+  EXPECT_EQ(a.tokens(), golden);
   EXPECT_FALSE(b.text().empty());
   EXPECT_GT((*e)->status().scheduler.decode_batches_by_width[1], 0);
 }
