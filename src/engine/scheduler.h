@@ -18,7 +18,8 @@
 // included (none of them blocks on a forward pass). Callbacks run on the engine thread, one event at
 // a time, and must not block. Every accepted request gets exactly one kDone, always last.
 // Ownership: the Model and Tokenizer are borrowed and must outlive the Engine; the engine owns its
-// KV pool, thread pool and thread. Destroying the Engine calls shutdown().
+// KV pool, thread pool and thread. Destroying the Engine calls shutdown() and joins the engine
+// thread, so it must not be destroyed from inside a callback (shutdown() itself may be called there).
 #pragma once
 
 #include <chrono>
