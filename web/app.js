@@ -251,7 +251,7 @@ async function run_turn() {
   state.controller = controller;
   set_busy(true);
   const data = { content: '', reasoning: '', tool_calls: [] };
-  const result = { pieces: 0, stopped: false, finish: null, usage: null, timings: null };
+  const result = { pieces: 0, stopped: false, finish: null, usage: null, timings: null, done: false, failed: false };
   const started = performance.now();
   let first_at = null;
   try {
@@ -271,7 +271,10 @@ async function run_turn() {
       return;
     }
     for await (const event of sse_data(response)) {
-      if (event === '[DONE]') break;
+      if (event === '[DONE]') {
+        result.done = true;
+        break;
+      }
       let chunk;
       try {
         chunk = JSON.parse(event);
@@ -279,6 +282,7 @@ async function run_turn() {
         continue;  // a keep-alive or something this page does not know
       }
       if (chunk.error) {
+        result.failed = true;
         view.show_error(chunk.error.message || JSON.stringify(chunk.error));
         continue;
       }
@@ -299,6 +303,7 @@ async function run_turn() {
       }
       view.update(data);
     }
+    if (!result.done && !result.failed) view.show_error('the server closed the stream before the answer was complete');
   } catch (e) {
     if (e.name === 'AbortError') result.stopped = true;
     else view.show_error(`connection failed: ${e.message}`);

@@ -203,6 +203,20 @@ test('markdown, code copy, reasoning and progress render from a canned stream', 
   assert.equal(await page.evaluate(() => navigator.clipboard.readText()), 'let a = 1 < 2;');
 });
 
+test('a stream that ends without [DONE] or an error event is reported', async () => {
+  const sse = `data: ${JSON.stringify({ choices: [{ index: 0, delta: { role: 'assistant', content: 'partial' } }] })}\n\n`;
+  await page.route('**/v1/chat/completions', (route) =>
+    route.fulfill({ status: 200, headers: { 'Content-Type': 'text/event-stream' }, body: sse }));
+  try {
+    await send(page, 'cut short');
+    await wait_answer_done(page);
+  } finally {
+    await page.unroute('**/v1/chat/completions');
+  }
+  assert.equal(await last_answer(page).locator('.body').textContent(), 'partial');
+  assert.match(await last_answer(page).getByRole('alert').textContent(), /closed the stream/);
+});
+
 test('New chat clears the conversation', async () => {
   assert.ok((await page.getByRole('article').count()) > 0);
   await page.getByRole('button', { name: 'New chat' }).click();
