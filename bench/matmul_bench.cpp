@@ -3,6 +3,8 @@
 // with (reference/peer-cpu.md, 2 threads): ~64 GB/s memory read, ~915 GOP/s int8 VNNI,
 // ~425 GFLOP/s fp32 FMA.
 //   bench_matmul [--benchmark_filter=Q4_0] ; SPLASH_BENCH_THREADS=1 for one thread
+// membw/<streams per thread>: this machine's read bandwidth over a 512 MiB buffer with the pool's
+// threads, the ceiling that decode (GEMV) is judged against.
 #include <benchmark/benchmark.h>
 
 #include <cstdlib>
@@ -116,7 +118,7 @@ void bm_matmul(benchmark::State& state, std::string type, Shape s, int64_t n) {
     matmul(w.packed, x.data(), y.data(), n, pool());
     benchmark::DoNotOptimize(y.data());
   }
-  const double bytes = static_cast<double>(w.packed.row_bytes() * s.rows);
+  const double bytes = static_cast<double>(w.packed.packed_bytes());
   if (n == 1) {
     state.counters["GB/s"] = benchmark::Counter(bytes * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
   } else {
@@ -126,7 +128,37 @@ void bm_matmul(benchmark::State& state, std::string type, Shape s, int64_t n) {
   state.SetLabel(isa_level_name(w.packed.isa()));
 }
 
+// Sums 64-bit words of one range in `streams` interleaved sub-ranges (several independent
+// sequential streams in flight, as a decode kernel over several row groups would have).
+uint64_t read_range(const uint64_t* p, int64_t words, int streams) {
+  const int64_t per = words / streams;
+  uint64_t acc[8] = {};
+  for (int64_t k = 0; k + 8 <= per; k += 8)
+    for (int s = 0; s < streams; ++s)
+      for (int j = 0; j < 8; ++j) acc[j] += p[s * per + k + j];
+  uint64_t t = 0;
+  for (uint64_t a : acc) t += a;
+  return t;
+}
+
+void bm_membw(benchmark::State& state) {
+  const int streams = static_cast<int>(state.range(0));
+  constexpr int64_t kWords = (int64_t{512} << 20) / 8;
+  static std::vector<uint64_t> buf(static_cast<size_t>(kWords), 1);  // touched once: resident
+  const int64_t tasks = 64;  // 8 MiB each, several per thread
+  std::vector<uint64_t> sums(tasks);
+  for (auto _ : state) {
+    pool().parallel_for(tasks, [&](int64_t t, int) {
+      sums[static_cast<size_t>(t)] = read_range(buf.data() + t * (kWords / tasks), kWords / tasks, streams);
+    });
+    benchmark::DoNotOptimize(sums.data());
+  }
+  state.counters["GB/s"] =
+      benchmark::Counter(static_cast<double>(kWords * 8) * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+
 int register_all() {
+  benchmark::RegisterBenchmark("membw", bm_membw)->Arg(1)->Arg(2)->Arg(4)->Unit(benchmark::kMillisecond)->UseRealTime();
   for (const char* type : {"Q4_0", "Q8_0", "Q4_K", "Q6_K", "Q5_K", "MLX4", "F16", "BF16", "F32"}) {
     for (const Shape& s : kShapes) {
       benchmark::RegisterBenchmark((std::string("gemv/") + type + "/" + s.name).c_str(), bm_matmul, type, s, 1)
