@@ -21,7 +21,7 @@ ChatOutput::ChatOutput(ChatOutputOptions options)
 std::vector<OutputPart> ChatOutput::feed(std::string_view piece, int64_t n_tokens) {
   bool was_reasoning = splitter_.in_reasoning();
   ReasoningDelta delta = splitter_.feed(piece);
-  if (was_reasoning || splitter_.in_reasoning()) reasoning_tokens_ += n_tokens;
+  if (was_reasoning || splitter_.in_reasoning() || !delta.reasoning.empty()) reasoning_tokens_ += n_tokens;
   return route(std::move(delta), false);
 }
 

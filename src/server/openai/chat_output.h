@@ -30,7 +30,8 @@ class ChatOutput {
   explicit ChatOutput(ChatOutputOptions options);
 
   // `n_tokens`: how many generated tokens made this piece (for usage.reasoning_tokens: a piece's
-  // tokens count as reasoning when it was produced inside a reasoning block, its closing tag included).
+  // tokens count as reasoning when the piece began or ended inside a reasoning block or produced
+  // reasoning text; the engine's pieces are a token or two, so the tags count as reasoning).
   std::vector<OutputPart> feed(std::string_view piece, int64_t n_tokens = 0);
   std::vector<OutputPart> finish();
 

@@ -108,6 +108,15 @@ ApiResult<CompletionRequest> parse_completion_request(std::string_view body);
 // The same, for a body already parsed by parse_json (e.g. by a router that peeked at "model").
 ApiResult<ChatRequest> parse_chat_request(const nlohmann::ordered_json& body);
 ApiResult<CompletionRequest> parse_completion_request(const nlohmann::ordered_json& body);
+// A std::string or a literal converts to both string_view and ordered_json: these pick the text one.
+inline ApiResult<ChatRequest> parse_chat_request(const std::string& body) { return parse_chat_request(std::string_view(body)); }
+inline ApiResult<ChatRequest> parse_chat_request(const char* body) { return parse_chat_request(std::string_view(body)); }
+inline ApiResult<CompletionRequest> parse_completion_request(const std::string& body) {
+  return parse_completion_request(std::string_view(body));
+}
+inline ApiResult<CompletionRequest> parse_completion_request(const char* body) {
+  return parse_completion_request(std::string_view(body));
+}
 
 // Is `effort` one of the spec's reasoning_effort values?
 bool is_reasoning_effort(std::string_view effort);

@@ -179,6 +179,7 @@ void ToolCallParser::append_arguments(std::vector<OutputPart>& out, std::string_
 
 void ToolCallParser::close_call(std::vector<OutputPart>&, bool complete) {
   calls_.back().complete = complete;
+  after_call_ = true;
   // parallel_tool_calls false: without a grammar the model may still write more calls; they and
   // anything after them are dropped.
   state_ = options_.parallel_tool_calls ? State::kText : State::kDone;
@@ -199,6 +200,13 @@ void ToolCallParser::scan(std::vector<OutputPart>& out, bool at_end) {
     if (state_ == State::kCall) {
       if (!scan_call(out, at_end)) return;
       continue;
+    }
+    if (after_call_) {
+      // Whitespace right after a call is framing as well.
+      std::size_t ws = skip_space(held_, 0);
+      held_.erase(0, ws);
+      if (held_.empty() && !at_end) return;
+      after_call_ = false;
     }
     std::string_view h = held_;
     auto open = h.find(kCallOpen);

@@ -101,6 +101,7 @@ class ToolCallParser {
   bool call_started_ = false; // kCall: the call has an id and name
   int n_params_ = 0;          // kCall, XML: parameters emitted
   bool args_closed_ = false;  // kCall, XML: `</function>` seen
+  bool after_call_ = false;   // kText: a call just ended, leading whitespace is dropped
   std::vector<ToolCall> calls_;
 };
 
