@@ -99,6 +99,18 @@ if(TARGET test_engine)
 endif()
 # --- end engine ---
 
+# --- server/openai (OpenAI schema layer) ---
+# Re-renders tests/unit/server/openai_render/cases.json (OpenAI requests) with @huggingface/jinja and
+# the Qwen3 template from node_modules, and fails if expected.json (which test_server's OpenAiRender
+# test matches byte for byte) is stale; skipped (77) without node_modules.
+find_program(SPLASH_NODE node)
+if(SPLASH_NODE)
+  add_test(NAME openai_render_expected_current
+           COMMAND ${SPLASH_NODE} ${PROJECT_SOURCE_DIR}/tests/unit/server/openai_render/make_expected.mjs --check)
+  set_tests_properties(openai_render_expected_current PROPERTIES SKIP_RETURN_CODE 77 LABELS reference)
+endif()
+# --- end server/openai ---
+
 # --- e2e (chat page and real clients: markdown renderer, OpenAI SDK, headless Chromium, load) -----
 # Node scripts in tests/e2e; all but e2e_markdown start the real binary on a tiny random-weight Qwen3
 # model on free loopback ports. Skipped (77) without tools/node/node_modules (npm ci there) or
