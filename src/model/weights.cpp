@@ -1,5 +1,8 @@
 #include "model/weights.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <cstring>
 
 #include "core/dtype.h"
@@ -33,6 +36,27 @@ bool same_storage(const ModelTensor& a, const ModelTensor& b) {
   if (!a.mlx) return true;
   return a.mlx->bits == b.mlx->bits && a.mlx->group_size == b.mlx->group_size &&
          a.mlx->scale_dtype == b.mlx->scale_dtype;
+}
+
+// A tensor that was repacked into owned memory is never read from the mapping again: hand its file
+// pages back so resident memory holds the weights once. The mapping is read-only and file-backed
+// (MappedFile), so a later read would just fault the bytes in again; only whole pages inside the
+// range are dropped, never a neighbour's.
+void release_file_pages(std::span<const uint8_t> bytes) {
+  const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const auto begin = reinterpret_cast<uintptr_t>(bytes.data());
+  const uintptr_t first = (begin + page - 1) / page * page;
+  const uintptr_t last = (begin + bytes.size()) / page * page;
+  // Advice only: a failure leaves the pages resident, nothing else.
+  if (last > first) (void)madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
+}
+
+void release_file_pages(const ModelTensor& t) {
+  release_file_pages(t.data);
+  if (t.mlx) {
+    release_file_pages(t.mlx->scales);
+    release_file_pages(t.mlx->biases);
+  }
 }
 
 }  // namespace
@@ -82,6 +106,7 @@ Result<PackedWeights> WeightLoader::matrix(std::string_view name, int64_t rows, 
   Result<PackedWeights> packed = t->mlx ? pack_mlx_weights(mlx_view(*t), rows, cols, isa_, name)
                                         : pack_weights(t->dtype, t->data.data(), rows, cols, isa_, name);
   if (!packed.ok()) return make_error(files_.path(), ": ", packed.error_message());
+  if (packed->owns_data()) release_file_pages(*t);
   return packed;
 }
 
@@ -121,6 +146,7 @@ Result<Projection> WeightLoader::fused(const std::vector<const ModelTensor*>& pa
     auto packed = pack_mlx_weights(v, total_rows, cols, isa_, name);
     if (!packed.ok()) return make_error(files_.path(), ": ", packed.error_message());
     p.w = std::move(packed).value();
+    for (const ModelTensor* t : parts) release_file_pages(*t);
     return p;
   }
   size_t total_bytes = 0;
@@ -135,6 +161,11 @@ Result<Projection> WeightLoader::fused(const std::vector<const ModelTensor*>& pa
   auto packed = pack_weights(parts[0]->dtype, p.fused_bytes.data(), total_rows, cols, isa_, name);
   if (!packed.ok()) return make_error(files_.path(), ": ", packed.error_message());
   p.w = std::move(packed).value();
+  if (p.w.owns_data()) {
+    // The repack is the only copy the kernels read: free the concatenation and the file pages.
+    p.fused_bytes = {};
+    for (const ModelTensor* t : parts) release_file_pages(*t);
+  }
   return p;
 }
 
