@@ -48,10 +48,10 @@ export function free_port() {
 export async function start_server({ binary, model, args = [], env = {}, ready_timeout_ms = 120000 }) {
   const port = await free_port();
   const argv = ['serve', '--model', model, '--host', '127.0.0.1', '--port', String(port), ...args];
-  const proc = spawn(binary, argv, {
-    stdio: ['ignore', 'pipe', 'pipe'],
-    env: { ...process.env, SPLASH_API_KEY: '', ...env },
-  });
+  // A key or port from the caller's environment would change what the test expects.
+  const child_env = { ...process.env, ...env };
+  for (const name of ['SPLASH_API_KEY', 'SPLASH_PORT']) if (!(name in env)) delete child_env[name];
+  const proc = spawn(binary, argv, { stdio: ['ignore', 'pipe', 'pipe'], env: child_env });
   const server = {
     proc,
     pid: proc.pid,
