@@ -1,5 +1,7 @@
 #include "server/openai/tool_call_parser.h"
 
+#include <cmath>
+
 #include "server/openai/json_input.h"
 #include "server/openai/reasoning_splitter.h"
 
@@ -75,8 +77,10 @@ std::optional<ojson> parse_as(std::string_view text, const std::string& type) {
   auto parsed = parse_json(t, "tool argument");
   if (!parsed.ok()) return std::nullopt;
   const ojson& v = *parsed;
-  bool fits = (type == "integer" && v.is_number_integer()) ||
-              (type == "integer" && v.is_number_float() && v.get<double>() == static_cast<double>(static_cast<int64_t>(v.get<double>()))) ||
+  // 2.0 is an integer too; the range check comes first (casting 1e300 would be undefined).
+  bool integral_float = v.is_number_float() && std::fabs(v.get<double>()) < 9.0e18 &&
+                        v.get<double>() == std::floor(v.get<double>());
+  bool fits = (type == "integer" && (v.is_number_integer() || integral_float)) ||
               (type == "number" && v.is_number()) || (type == "object" && v.is_object()) ||
               (type == "array" && v.is_array());
   if (!fits) return std::nullopt;

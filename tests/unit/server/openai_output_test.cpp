@@ -305,6 +305,26 @@ TEST(ToolCallParser, DisabledLeavesTagsInContent) {
   EXPECT_TRUE(out.tool_calls().empty());
 }
 
+TEST(ToolCallParser, ConvertParameterByDeclaredType) {
+  auto conv = [](const char* text, const char* schema) {
+    ojson s = ojson::parse(schema);
+    return convert_parameter(text, &s).dump();
+  };
+  EXPECT_EQ(conv("7", R"({"type":"integer"})"), "7");
+  EXPECT_EQ(conv(" 2.0 ", R"({"type":"integer"})"), "2.0");
+  EXPECT_EQ(conv("2.5", R"({"type":"integer"})"), "\"2.5\"");
+  EXPECT_EQ(conv("1e300", R"({"type":"integer"})"), "\"1e300\"");
+  EXPECT_EQ(conv("1e300", R"({"type":"number"})"), "1e+300");
+  EXPECT_EQ(conv("False", R"({"type":"boolean"})"), "false");
+  EXPECT_EQ(conv("yes", R"({"type":"boolean"})"), "\"yes\"");
+  EXPECT_EQ(conv("None", R"({"type":["null","string"]})"), "null");
+  EXPECT_EQ(conv("text", R"({"type":["null","string"]})"), "\"text\"");
+  EXPECT_EQ(conv("[1,", R"({"type":"array"})"), "\"[1,\"");
+  EXPECT_EQ(conv("{\"a\":1}", R"({"oneOf":[{"type":"array"},{"type":"object"}]})"), "{\"a\":1}");
+  EXPECT_EQ(conv("5", R"({"description":"no type"})"), "\"5\"");
+  EXPECT_EQ(convert_parameter("5", nullptr).dump(), "\"5\"");
+}
+
 TEST(ToolCallParser, IdsAreSeededAndDistinct) {
   IdGenerator a(5), b(5), c;
   std::string x = a.next("call_"), y = b.next("call_");
