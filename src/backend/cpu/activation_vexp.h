@@ -3,6 +3,10 @@
 // relative error about 2e-7 over the clamped range, which is below what softmax and silu need.
 // Inputs below -87.3 (ln of the smallest normal float) are clamped there and give ~0; callers that
 // need exact zeros (masked scores) handle them separately.
+//
+// The functions are static (one private copy per including file): the *_avx2 and *_avx512 files are
+// compiled with different instruction sets, and a shared inline copy could be resolved by the linker
+// to the AVX-512 build even for the AVX2 callers.
 #pragma once
 
 #include <immintrin.h>
@@ -18,7 +22,7 @@
 namespace splash::cpu {
 
 #if defined(__AVX2__) && defined(__FMA__)
-inline __m256 vexp_avx2(__m256 x) {
+static inline __m256 vexp_avx2(__m256 x) {
   const __m256 hi = _mm256_set1_ps(88.3762626647949f), lo = _mm256_set1_ps(-87.3365447505531f);
   x = _mm256_min_ps(_mm256_max_ps(x, lo), hi);
   const __m256 k = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
@@ -38,7 +42,7 @@ inline __m256 vexp_avx2(__m256 x) {
   return _mm256_mul_ps(_mm256_mul_ps(p, _mm256_castsi256_ps(e)), _mm256_set1_ps(2.0f));
 }
 
-inline float hsum_avx2(__m256 v) {
+static inline float hsum_avx2(__m256 v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   s = _mm_add_ps(s, _mm_movehl_ps(s, s));
   s = _mm_add_ss(s, _mm_movehdup_ps(s));
@@ -47,7 +51,7 @@ inline float hsum_avx2(__m256 v) {
 #endif
 
 #if defined(__AVX512F__)
-inline __m512 vexp_avx512(__m512 x) {
+static inline __m512 vexp_avx512(__m512 x) {
   const __m512 hi = _mm512_set1_ps(88.3762626647949f), lo = _mm512_set1_ps(-87.3365447505531f);
   x = _mm512_min_ps(_mm512_max_ps(x, lo), hi);
   const __m512 k = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
@@ -68,7 +72,7 @@ inline __m512 vexp_avx512(__m512 x) {
 }
 
 // _mm512_reduce_add_ps, spelled out: GCC 12's version trips -Wuninitialized (see above).
-inline float hsum_avx512(__m512 v) {
+static inline float hsum_avx512(__m512 v) {
   const __m256 lo = _mm512_castps512_ps256(v);
   const __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
   __m256 s8 = _mm256_add_ps(lo, hi);

@@ -1,5 +1,6 @@
-// The attention driver: work decomposition, online softmax and the split-K combine. The inner
-// loops (tile loads, dot products, weighted sums, exp) are per ISA in attention_*.cpp.
+// The attention driver: work decomposition, the per-tile sequence of kernel calls and the split-K
+// combine. The inner loops (tile loads, scores, softmax step, weighted sums) are per ISA in
+// attention_scalar.cpp and attention_simd_impl.h.
 #include "backend/cpu/attention.h"
 
 #include <algorithm>
@@ -24,21 +25,25 @@ const cpu::AttentionKernels& pick_kernels(IsaLevel requested, int hd) {
   return cpu::attention_kernels_scalar();
 }
 
-// Everything one work item needs; slices of one per-call buffer, one set per pool thread.
-struct Scratch {
-  float* q;     // [rows, hd] scaled queries
-  float* acc;   // [rows, hd]
-  float* k;     // [32, hd]
-  float* v;     // [32, hd]
-  float* s;     // [rows, 32]
-  float* m;     // [rows]
-  float* l;     // [rows]
+// Everything one work item needs; slices of AttentionScratch::per_thread, one set per pool thread.
+struct Tiles {
+  float* q;       // [rows, hd] scaled queries
+  float* acc;     // [rows, hd]
+  float* k;       // [32, hd] key codes as f32
+  float* v;       // [32, hd] value codes as f32
+  float* s;       // [rows, 32] scores, then probabilities
+  float* m;       // [rows] running max
+  float* l;       // [rows] running sum
+  float* alpha;   // [rows] rescale of acc for the current tile
+  float* kscale;  // [32]
+  float* vscale;  // [32]
+  int32_t* valid; // [rows] keys of the current tile each row sees
 };
 
 }  // namespace
 
 void attention(const float* q, int64_t n_q, int64_t q_pos0, const PagedKvView& kv, const AttentionParams& p,
-               float* out, ThreadPool& pool) {
+               float* out, ThreadPool& pool, AttentionScratch* scratch) {
   if (n_q <= 0) return;
   SPLASH_CHECK(p.n_kv_head > 0 && p.n_head % p.n_kv_head == 0);
   SPLASH_CHECK(p.n_kv_head == kv.geo.n_kv_head && p.head_dim == kv.geo.head_dim);
@@ -47,7 +52,6 @@ void attention(const float* q, int64_t n_q, int64_t q_pos0, const PagedKvView& k
   const int g = p.n_head / p.n_kv_head;
   const float scale = p.scale > 0.0f ? p.scale : 1.0f / std::sqrt(static_cast<float>(hd));
   const cpu::AttentionKernels& K = pick_kernels(p.level, hd);
-  const bool direct_f32 = kv.geo.format == KvFormat::kF32;  // f32 pages are used in place, no copy
 
   // A query tile holds bq tokens x the g heads of one KV group: ~32 rows share every key tile.
   const int bq = std::max(1, 32 / g);
@@ -64,30 +68,41 @@ void attention(const float* q, int64_t n_q, int64_t q_pos0, const PagedKvView& k
   }
   const int64_t n_tasks = base_tasks * n_split;
 
-  const int64_t per_thread = round_up16(int64_t{rows_max} * hd) * 2 + round_up16(int64_t{kKvPageTokens} * hd) * 2 +
-                             round_up16(int64_t{rows_max} * kKvPageTokens) + round_up16(rows_max) * 2;
-  std::vector<float> buf(static_cast<size_t>(per_thread * threads));
+  AttentionScratch local;
+  AttentionScratch& ws = scratch != nullptr ? *scratch : local;
+  const int64_t tile = round_up16(int64_t{kKvPageTokens} * hd);
+  const int64_t per_thread = round_up16(int64_t{rows_max} * hd) * 2 + tile * 2 +
+                             round_up16(int64_t{rows_max} * kKvPageTokens) + round_up16(rows_max) * 3 + 32 * 2;
+  if (static_cast<int64_t>(ws.per_thread.size()) < per_thread * threads)
+    ws.per_thread.resize(static_cast<size_t>(per_thread * threads));
+  if (static_cast<int64_t>(ws.valid.size()) < int64_t{rows_max} * threads)
+    ws.valid.resize(static_cast<size_t>(rows_max * threads));
   // Split-K partials: per task, acc [rows, hd], m [rows], l [rows].
   const int64_t part_stride = int64_t{rows_max} * (hd + 2);
-  std::vector<float> parts(n_split > 1 ? static_cast<size_t>(n_tasks * part_stride) : 0);
+  if (n_split > 1 && static_cast<int64_t>(ws.parts.size()) < n_tasks * part_stride)
+    ws.parts.resize(static_cast<size_t>(n_tasks * part_stride));
+  float* const parts = ws.parts.data();
 
-  auto scratch = [&](int thread) {
-    float* b = buf.data() + per_thread * thread;
-    Scratch s;
-    s.q = b;
-    b += round_up16(int64_t{rows_max} * hd);
-    s.acc = b;
-    b += round_up16(int64_t{rows_max} * hd);
-    s.k = b;
-    b += round_up16(int64_t{kKvPageTokens} * hd);
-    s.v = b;
-    b += round_up16(int64_t{kKvPageTokens} * hd);
-    s.s = b;
-    b += round_up16(int64_t{rows_max} * kKvPageTokens);
-    s.m = b;
-    b += round_up16(rows_max);
-    s.l = b;
-    return s;
+  auto tiles = [&](int thread) {
+    float* b = ws.per_thread.data() + per_thread * thread;
+    Tiles t;
+    auto take = [&](int64_t n) {
+      float* r = b;
+      b += n;
+      return r;
+    };
+    t.q = take(round_up16(int64_t{rows_max} * hd));
+    t.acc = take(round_up16(int64_t{rows_max} * hd));
+    t.k = take(tile);
+    t.v = take(tile);
+    t.s = take(round_up16(int64_t{rows_max} * kKvPageTokens));
+    t.m = take(round_up16(rows_max));
+    t.l = take(round_up16(rows_max));
+    t.alpha = take(round_up16(rows_max));
+    t.kscale = take(32);
+    t.vscale = take(32);
+    t.valid = ws.valid.data() + int64_t{rows_max} * thread;
+    return t;
   };
 
   pool.parallel_for(n_tasks, [&](int64_t task, int thread) {
@@ -98,15 +113,15 @@ void attention(const float* q, int64_t n_q, int64_t q_pos0, const PagedKvView& k
     const int64_t t0 = qt * bq;
     const int nt = static_cast<int>(std::min<int64_t>(bq, n_q - t0));
     const int rows = nt * g;
-    Scratch sc = scratch(thread);
+    Tiles tl = tiles(thread);
 
     for (int r = 0; r < rows; ++r) {
       const float* src = q + ((t0 + r / g) * p.n_head + kvh * g + r % g) * hd;
-      for (int d = 0; d < hd; ++d) sc.q[r * hd + d] = src[d] * scale;
-      sc.m[r] = kNegInf;
-      sc.l[r] = 0.0f;
+      for (int d = 0; d < hd; ++d) tl.q[r * hd + d] = src[d] * scale;
+      tl.m[r] = kNegInf;
+      tl.l[r] = 0.0f;
     }
-    std::fill(sc.acc, sc.acc + int64_t{rows} * hd, 0.0f);
+    std::fill(tl.acc, tl.acc + int64_t{rows} * hd, 0.0f);
 
     const int64_t kv_end = q_pos0 + t0 + nt;  // keys the last row of the tile sees
     const int64_t np = (kv_end + kKvPageTokens - 1) / kKvPageTokens;
@@ -114,48 +129,28 @@ void attention(const float* q, int64_t n_q, int64_t q_pos0, const PagedKvView& k
     for (int64_t pg = pg0; pg < pg1; ++pg) {
       const int64_t kbase = pg * kKvPageTokens;
       const int nk = static_cast<int>(std::min<int64_t>(kKvPageTokens, kv_end - kbase));
-      const float* kt;
-      const float* vt;
-      if (direct_f32) {
-        kt = reinterpret_cast<const float*>(kv.k_block(pg) + kvh * kv.geo.head_bytes());
-        vt = reinterpret_cast<const float*>(kv.v_block(pg) + kvh * kv.geo.head_bytes());
-      } else {
-        K.load_tile(kv.geo, kv.k_block(pg), static_cast<int>(kvh), nk, sc.k);
-        K.load_tile(kv.geo, kv.v_block(pg), static_cast<int>(kvh), nk, sc.v);
-        kt = sc.k;
-        vt = sc.v;
-      }
-      K.scores(sc.q, rows, kt, nk, hd, sc.s);
+      K.load_tile(kv.geo, kv.k_block(pg), static_cast<int>(kvh), nk, tl.k, tl.kscale);
+      K.load_tile(kv.geo, kv.v_block(pg), static_cast<int>(kvh), nk, tl.v, tl.vscale);
+      K.scores(tl.q, rows, tl.k, nk, hd, tl.s);
       for (int r = 0; r < rows; ++r) {
         const int64_t qpos = q_pos0 + t0 + r / g;
-        const int valid = static_cast<int>(std::min<int64_t>(nk, qpos - kbase + 1));
-        if (valid <= 0) continue;  // this page is entirely in the row's future
-        float* s = sc.s + r * kKvPageTokens;
-        float mx = s[0];
-        for (int j = 1; j < valid; ++j) mx = std::max(mx, s[j]);
-        const float m_new = std::max(sc.m[r], mx);
-        const float alpha = std::exp(sc.m[r] - m_new);  // 0 on the row's first page (m = -inf)
-        float* acc = sc.acc + int64_t{r} * hd;
-        if (alpha != 1.0f) {
-          for (int d = 0; d < hd; ++d) acc[d] *= alpha;
-        }
-        sc.l[r] = sc.l[r] * alpha + K.exp_sum(s, valid, m_new);
-        sc.m[r] = m_new;
-        K.accumulate(acc, s, vt, valid, hd);
+        tl.valid[r] = static_cast<int32_t>(std::clamp<int64_t>(qpos - kbase + 1, 0, nk));
       }
+      K.softmax_tile(tl.s, rows, tl.valid, tl.kscale, tl.vscale, tl.m, tl.l, tl.alpha);
+      K.accumulate(tl.acc, rows, tl.s, tl.alpha, tl.v, nk, hd);
     }
 
     if (n_split == 1) {
       for (int r = 0; r < rows; ++r) {
         float* o = out + ((t0 + r / g) * p.n_head + kvh * g + r % g) * hd;
-        const float inv = 1.0f / sc.l[r];  // l > 0: key 0 is visible to every query
-        for (int d = 0; d < hd; ++d) o[d] = sc.acc[int64_t{r} * hd + d] * inv;
+        const float inv = 1.0f / tl.l[r];  // l > 0: key 0 is visible to every query
+        for (int d = 0; d < hd; ++d) o[d] = tl.acc[int64_t{r} * hd + d] * inv;
       }
     } else {
-      float* part = parts.data() + task * part_stride;
-      std::copy(sc.acc, sc.acc + int64_t{rows} * hd, part);
-      std::copy(sc.m, sc.m + rows, part + int64_t{rows_max} * hd);
-      std::copy(sc.l, sc.l + rows, part + int64_t{rows_max} * hd + rows_max);
+      float* part = parts + task * part_stride;
+      std::copy(tl.acc, tl.acc + int64_t{rows} * hd, part);
+      std::copy(tl.m, tl.m + rows, part + int64_t{rows_max} * hd);
+      std::copy(tl.l, tl.l + rows, part + int64_t{rows_max} * hd + rows_max);
     }
   });
 
@@ -171,13 +166,13 @@ void attention(const float* q, int64_t n_q, int64_t q_pos0, const PagedKvView& k
     for (int r = 0; r < nt * g; ++r) {
       float mx = kNegInf;
       for (int64_t s = 0; s < n_split; ++s) {
-        mx = std::max(mx, parts[static_cast<size_t>((first + s) * part_stride + int64_t{rows_max} * hd + r)]);
+        mx = std::max(mx, parts[(first + s) * part_stride + int64_t{rows_max} * hd + r]);
       }
       float* o = out + ((t0 + r / g) * p.n_head + kvh * g + r % g) * hd;
       std::fill(o, o + hd, 0.0f);
       float l = 0.0f;
       for (int64_t s = 0; s < n_split; ++s) {
-        const float* part = parts.data() + (first + s) * part_stride;
+        const float* part = parts + (first + s) * part_stride;
         const float ms = part[int64_t{rows_max} * hd + r];
         if (ms == kNegInf) continue;
         const float w = std::exp(ms - mx);

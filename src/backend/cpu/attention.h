@@ -3,17 +3,21 @@
 //   prefill: a chunk of n_q new queries whose K/V were already appended to the cache; each query
 //            attends to the cached prefix and to the chunk up to itself.
 //   decode:  n_q = 1 (or a few speculative rows) over a long cached context.
-// Flash-attention style: tiles of (queries x the g = n_head / n_kv_head heads of one KV group) meet
-// key tiles of one page (32 positions) dequantized once into f32; an online softmax keeps a running
-// max and sum per row, so the [n_q, n_kv] score matrix never exists. Work items are
-// (KV head, query tile, KV split); long contexts with few query tiles are split over the KV length
-// and the partial results combined (split-K), so every thread of the pool stays busy in decode.
+// Flash-attention style: tiles of (queries x the g = n_head / n_kv_head heads of one KV group, ~32
+// rows) meet key tiles of one page (32 positions) converted once into f32 codes; int8 per-token
+// scales are folded into the scores (keys) and the probabilities (values) instead of the elements.
+// Scores are register-blocked [rows x 4 keys], the weighted sum [4 rows x 16-64 dims], and an
+// online softmax keeps a running max and sum per row, so the [n_q, n_kv] score matrix never exists.
+// Work items are (KV head, query tile, KV split), longest query tiles first; long contexts with few
+// query tiles are split over the KV length and the partial results combined (split-K), so every
+// thread of the pool stays busy in decode.
 //
 // Thread-safety: reads q and the pages, writes out; runs on the given pool. Concurrent calls on the
-// same pool are serialized by the pool.
+// same pool are serialized by the pool; an AttentionScratch must not be shared by concurrent calls.
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "backend/cpu/attention_kv.h"
 #include "backend/cpu/cpu_features.h"
@@ -29,12 +33,21 @@ struct AttentionParams {
   IsaLevel level = IsaLevel::kAvx512;  // clamped to the CPU; lower it to force a kernel tier
 };
 
+// Per-call working memory, kept by the caller across calls so attention() allocates nothing once it
+// has grown to the largest shape seen.
+struct AttentionScratch {
+  std::vector<float> per_thread;  // [threads, per-thread tiles]: queries, accumulators, K/V tiles, scores
+  std::vector<int32_t> valid;     // [threads, rows]
+  std::vector<float> parts;       // split-K partials [tasks, rows, head_dim + 2]
+};
+
 // q: [n_q, n_head, head_dim] f32; out: [n_q, n_head, head_dim] f32 (must not overlap q).
 // Query t sits at position q_pos0 + t and sees keys [0, q_pos0 + t]; requires
 // q_pos0 + n_q <= kv.n_tokens (the chunk's own K/V are already in the cache). Shapes that disagree
 // with the view are caller bugs (CHECK).
+// scratch: nullptr = a temporary one for this call.
 void attention(const float* q, int64_t n_q, int64_t q_pos0, const PagedKvView& kv, const AttentionParams& p,
-               float* out, ThreadPool& pool);
+               float* out, ThreadPool& pool, AttentionScratch* scratch = nullptr);
 
 // The naive reference the kernels are tested against: fp32, the full softmax row materialized,
 // double accumulation. k, v: [n_kv, n_kv_head, head_dim] dense f32. Same masking as attention().

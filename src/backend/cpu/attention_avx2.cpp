@@ -1,110 +1,65 @@
-// AVX2 attention inner loops; only called when cpu_features() reports the ISA and head_dim is a
-// multiple of 8 (attention.cpp picks the tier).
+// AVX2 attention inner loops (attention_simd_impl.h over 8-float vectors); only called when
+// cpu_features() reports the ISA and head_dim is a multiple of 8 (attention.cpp picks the tier).
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstring>
 
-#include "backend/cpu/activation_kernels.h"
 #include "backend/cpu/activation_vexp.h"
 #include "backend/cpu/attention_kernels.h"
 
 namespace splash::cpu {
+
 namespace {
 
-void load_tile(const KvPageGeometry& geo, const uint8_t* block, int h, int n, float* dst) {
-  const int hd = geo.head_dim;
-  const uint8_t* src = block + h * geo.head_bytes();
-  switch (geo.format) {
-    case KvFormat::kF32:
-      std::memcpy(dst, src, static_cast<size_t>(n) * hd * 4);
-      break;
-    case KvFormat::kBF16: {
-      const auto* b = reinterpret_cast<const uint16_t*>(src);
-      for (int64_t i = 0; i < int64_t{n} * hd; i += 8) {
-        const __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + i)));
-        _mm256_storeu_ps(dst + i, _mm256_castsi256_ps(_mm256_slli_epi32(w, 16)));
-      }
-      break;
-    }
-    case KvFormat::kInt8: {
-      const auto* qv = reinterpret_cast<const int8_t*>(src);
-      const auto* scales = reinterpret_cast<const float*>(block + geo.data_bytes()) + h * kKvPageTokens;
-      for (int j = 0; j < n; ++j) {
-        float sc;
-        std::memcpy(&sc, scales + j, 4);
-        const __m256 vs = _mm256_set1_ps(sc);
-        const int8_t* qr = qv + j * hd;
-        float* o = dst + j * hd;
-        for (int d = 0; d < hd; d += 8) {
-          const __m256i w = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(qr + d)));
-          _mm256_storeu_ps(o + d, _mm256_mul_ps(_mm256_cvtepi32_ps(w), vs));
-        }
-      }
-      break;
-    }
-  }
-}
+struct Simd {
+  using V = __m256;
+  static constexpr int kW = 8;
+  // 2 rows x 4 keys = 8 accumulators + 4 keys + 1 query of the 16 ymm registers.
+  static constexpr int kScoreRows = 2;
+  // 4 rows x 2 vectors = 8 accumulators + 2 values + 1 broadcast.
+  static constexpr int kAccRows = 4;
+  static constexpr int kAccVecs = 2;
 
-// Four keys per pass share each load of the query row.
-void scores(const float* q, int n_rows, const float* k, int n_keys, int hd, float* s) {
-  for (int r = 0; r < n_rows; ++r) {
-    const float* qr = q + r * hd;
-    float* sr = s + r * kKvPageTokens;
-    int j = 0;
-    for (; j + 4 <= n_keys; j += 4) {
-      const float* k0 = k + j * hd;
-      __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-      for (int d = 0; d < hd; d += 8) {
-        const __m256 x = _mm256_loadu_ps(qr + d);
-        a0 = _mm256_fmadd_ps(x, _mm256_loadu_ps(k0 + d), a0);
-        a1 = _mm256_fmadd_ps(x, _mm256_loadu_ps(k0 + hd + d), a1);
-        a2 = _mm256_fmadd_ps(x, _mm256_loadu_ps(k0 + 2 * hd + d), a2);
-        a3 = _mm256_fmadd_ps(x, _mm256_loadu_ps(k0 + 3 * hd + d), a3);
-      }
-      sr[j] = hsum_avx2(a0);
-      sr[j + 1] = hsum_avx2(a1);
-      sr[j + 2] = hsum_avx2(a2);
-      sr[j + 3] = hsum_avx2(a3);
-    }
-    for (; j < n_keys; ++j) {
-      __m256 a0 = _mm256_setzero_ps();
-      for (int d = 0; d < hd; d += 8) a0 = _mm256_fmadd_ps(_mm256_loadu_ps(qr + d), _mm256_loadu_ps(k + j * hd + d), a0);
-      sr[j] = hsum_avx2(a0);
-    }
+  static V zero() { return _mm256_setzero_ps(); }
+  static V set1(float x) { return _mm256_set1_ps(x); }
+  static V load(const float* p) { return _mm256_loadu_ps(p); }
+  static void store(float* p, V v) { _mm256_storeu_ps(p, v); }
+  static V add(V a, V b) { return _mm256_add_ps(a, b); }
+  static V sub(V a, V b) { return _mm256_sub_ps(a, b); }
+  static V mul(V a, V b) { return _mm256_mul_ps(a, b); }
+  static V max(V a, V b) { return _mm256_max_ps(a, b); }
+  static V fmadd(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
+  static V exp(V x) { return vexp_avx2(x); }
+  static __m128 low4(V v) { return _mm256_castps256_ps128(v); }
+  static V load_i8(const int8_t* p) {
+    return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
   }
-}
+  static V load_bf16(const uint16_t* p) {
+    const __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
+  }
+  static float hsum(V v) { return hsum_avx2(v); }
+  static float hmax(V v) {
+    __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    m = _mm_max_ss(m, _mm_movehdup_ps(m));
+    return _mm_cvtss_f32(m);
+  }
+  static __m128 reduce4(V a, V b, V c, V d) {
+    // hadd pairs lanes within each 128-bit half; the two halves are added at the end.
+    const V ab = _mm256_hadd_ps(a, b), cd = _mm256_hadd_ps(c, d);
+    const V abcd = _mm256_hadd_ps(ab, cd);
+    return _mm_add_ps(_mm256_castps256_ps128(abcd), _mm256_extractf128_ps(abcd, 1));
+  }
+  static V iota() { return _mm256_setr_ps(0, 1, 2, 3, 4, 5, 6, 7); }
+  static V keep_lt(V x, V idx, V lim, V fill) { return _mm256_blendv_ps(fill, x, _mm256_cmp_ps(idx, lim, _CMP_LT_OQ)); }
+};
 
-// The output row stays in registers 32 floats at a time while all keys stream past it.
-void accumulate(float* acc, const float* p, const float* v, int n_keys, int hd) {
-  int d = 0;
-  for (; d + 32 <= hd; d += 32) {
-    __m256 a0 = _mm256_loadu_ps(acc + d), a1 = _mm256_loadu_ps(acc + d + 8);
-    __m256 a2 = _mm256_loadu_ps(acc + d + 2 * 8), a3 = _mm256_loadu_ps(acc + d + 3 * 8);
-    for (int j = 0; j < n_keys; ++j) {
-      const __m256 w = _mm256_set1_ps(p[j]);
-      const float* vr = v + j * hd + d;
-      a0 = _mm256_fmadd_ps(w, _mm256_loadu_ps(vr), a0);
-      a1 = _mm256_fmadd_ps(w, _mm256_loadu_ps(vr + 8), a1);
-      a2 = _mm256_fmadd_ps(w, _mm256_loadu_ps(vr + 2 * 8), a2);
-      a3 = _mm256_fmadd_ps(w, _mm256_loadu_ps(vr + 3 * 8), a3);
-    }
-    _mm256_storeu_ps(acc + d, a0);
-    _mm256_storeu_ps(acc + d + 8, a1);
-    _mm256_storeu_ps(acc + d + 2 * 8, a2);
-    _mm256_storeu_ps(acc + d + 3 * 8, a3);
-  }
-  for (; d < hd; d += 8) {
-    __m256 a0 = _mm256_loadu_ps(acc + d);
-    for (int j = 0; j < n_keys; ++j) a0 = _mm256_fmadd_ps(_mm256_set1_ps(p[j]), _mm256_loadu_ps(v + j * hd + d), a0);
-    _mm256_storeu_ps(acc + d, a0);
-  }
-}
+#include "backend/cpu/attention_simd_impl.h"
 
 }  // namespace
 
-const AttentionKernels& attention_kernels_avx2() {
-  static const AttentionKernels k{load_tile, scores, accumulate, exp_sum_avx2};
-  return k;
-}
+const AttentionKernels& attention_kernels_avx2() { return kSimdKernels; }
 
 }  // namespace splash::cpu

@@ -1,110 +1,74 @@
-// AVX-512 attention inner loops; only called when cpu_features() reports the ISA and head_dim is a
-// multiple of 16 (attention.cpp picks the tier).
+// AVX-512 attention inner loops (attention_simd_impl.h over 16-float vectors); only called when
+// cpu_features() reports the ISA and head_dim is a multiple of 16 (attention.cpp picks the tier).
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstring>
 
-#include "backend/cpu/activation_kernels.h"
 #include "backend/cpu/activation_vexp.h"
 #include "backend/cpu/attention_kernels.h"
 
 namespace splash::cpu {
+
 namespace {
 
-void load_tile(const KvPageGeometry& geo, const uint8_t* block, int h, int n, float* dst) {
-  const int hd = geo.head_dim;
-  const uint8_t* src = block + h * geo.head_bytes();
-  switch (geo.format) {
-    case KvFormat::kF32:
-      std::memcpy(dst, src, static_cast<size_t>(n) * hd * 4);
-      break;
-    case KvFormat::kBF16: {
-      const auto* b = reinterpret_cast<const uint16_t*>(src);
-      for (int64_t i = 0; i < int64_t{n} * hd; i += 16) {
-        const __m512i w = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + i)));
-        _mm512_storeu_ps(dst + i, _mm512_castsi512_ps(_mm512_slli_epi32(w, 16)));
-      }
-      break;
-    }
-    case KvFormat::kInt8: {
-      const auto* qv = reinterpret_cast<const int8_t*>(src);
-      const auto* scales = reinterpret_cast<const float*>(block + geo.data_bytes()) + h * kKvPageTokens;
-      for (int j = 0; j < n; ++j) {
-        float sc;
-        std::memcpy(&sc, scales + j, 4);
-        const __m512 vs = _mm512_set1_ps(sc);
-        const int8_t* qr = qv + j * hd;
-        float* o = dst + j * hd;
-        for (int d = 0; d < hd; d += 16) {
-          const __m512i w = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qr + d)));
-          _mm512_storeu_ps(o + d, _mm512_mul_ps(_mm512_cvtepi32_ps(w), vs));
-        }
-      }
-      break;
-    }
-  }
-}
+struct Simd {
+  using V = __m512;
+  static constexpr int kW = 16;
+  // 4 rows x 4 keys = 16 accumulators + 4 keys + 1 query of the 32 zmm registers.
+  static constexpr int kScoreRows = 4;
+  // 4 rows x 4 vectors = 16 accumulators + 4 values + 1 broadcast.
+  static constexpr int kAccRows = 4;
+  static constexpr int kAccVecs = 4;
 
-// Four keys per pass share each load of the query row.
-void scores(const float* q, int n_rows, const float* k, int n_keys, int hd, float* s) {
-  for (int r = 0; r < n_rows; ++r) {
-    const float* qr = q + r * hd;
-    float* sr = s + r * kKvPageTokens;
-    int j = 0;
-    for (; j + 4 <= n_keys; j += 4) {
-      const float* k0 = k + j * hd;
-      __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-      for (int d = 0; d < hd; d += 16) {
-        const __m512 x = _mm512_loadu_ps(qr + d);
-        a0 = _mm512_fmadd_ps(x, _mm512_loadu_ps(k0 + d), a0);
-        a1 = _mm512_fmadd_ps(x, _mm512_loadu_ps(k0 + hd + d), a1);
-        a2 = _mm512_fmadd_ps(x, _mm512_loadu_ps(k0 + 2 * hd + d), a2);
-        a3 = _mm512_fmadd_ps(x, _mm512_loadu_ps(k0 + 3 * hd + d), a3);
-      }
-      sr[j] = hsum_avx512(a0);
-      sr[j + 1] = hsum_avx512(a1);
-      sr[j + 2] = hsum_avx512(a2);
-      sr[j + 3] = hsum_avx512(a3);
-    }
-    for (; j < n_keys; ++j) {
-      __m512 a0 = _mm512_setzero_ps();
-      for (int d = 0; d < hd; d += 16) a0 = _mm512_fmadd_ps(_mm512_loadu_ps(qr + d), _mm512_loadu_ps(k + j * hd + d), a0);
-      sr[j] = hsum_avx512(a0);
-    }
+  static V zero() { return _mm512_setzero_ps(); }
+  static V set1(float x) { return _mm512_set1_ps(x); }
+  static V load(const float* p) { return _mm512_loadu_ps(p); }
+  static void store(float* p, V v) { _mm512_storeu_ps(p, v); }
+  static V add(V a, V b) { return _mm512_add_ps(a, b); }
+  static V sub(V a, V b) { return _mm512_sub_ps(a, b); }
+  static V mul(V a, V b) { return _mm512_mul_ps(a, b); }
+  static V max(V a, V b) { return _mm512_max_ps(a, b); }
+  static V fmadd(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
+  static V exp(V x) { return vexp_avx512(x); }
+  static __m128 low4(V v) { return _mm512_castps512_ps128(v); }
+  static V load_i8(const int8_t* p) {
+    return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
   }
-}
+  static V load_bf16(const uint16_t* p) {
+    const __m512i w = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
+  }
+  static float hsum(V v) { return hsum_avx512(v); }
+  static __m256 halves_max(V v) {
+    return _mm256_max_ps(_mm512_castps512_ps256(v), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+  }
+  static float hmax(V v) {
+    const __m256 h = halves_max(v);
+    __m128 m = _mm_max_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    m = _mm_max_ss(m, _mm_movehdup_ps(m));
+    return _mm_cvtss_f32(m);
+  }
+  static __m256 halves_sum(V v) {
+    return _mm256_add_ps(_mm512_castps512_ps256(v), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+  }
+  static __m128 reduce4(V a, V b, V c, V d) {
+    const __m256 ab = _mm256_hadd_ps(halves_sum(a), halves_sum(b));
+    const __m256 cd = _mm256_hadd_ps(halves_sum(c), halves_sum(d));
+    const __m256 abcd = _mm256_hadd_ps(ab, cd);
+    return _mm_add_ps(_mm256_castps256_ps128(abcd), _mm256_extractf128_ps(abcd, 1));
+  }
+  static V iota() { return _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15); }
+  static V keep_lt(V x, V idx, V lim, V fill) {
+    return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(idx, lim, _CMP_LT_OQ), fill, x);
+  }
+};
 
-// The output row stays in registers 64 floats at a time while all keys stream past it.
-void accumulate(float* acc, const float* p, const float* v, int n_keys, int hd) {
-  int d = 0;
-  for (; d + 64 <= hd; d += 64) {
-    __m512 a0 = _mm512_loadu_ps(acc + d), a1 = _mm512_loadu_ps(acc + d + 16);
-    __m512 a2 = _mm512_loadu_ps(acc + d + 2 * 16), a3 = _mm512_loadu_ps(acc + d + 3 * 16);
-    for (int j = 0; j < n_keys; ++j) {
-      const __m512 w = _mm512_set1_ps(p[j]);
-      const float* vr = v + j * hd + d;
-      a0 = _mm512_fmadd_ps(w, _mm512_loadu_ps(vr), a0);
-      a1 = _mm512_fmadd_ps(w, _mm512_loadu_ps(vr + 16), a1);
-      a2 = _mm512_fmadd_ps(w, _mm512_loadu_ps(vr + 2 * 16), a2);
-      a3 = _mm512_fmadd_ps(w, _mm512_loadu_ps(vr + 3 * 16), a3);
-    }
-    _mm512_storeu_ps(acc + d, a0);
-    _mm512_storeu_ps(acc + d + 16, a1);
-    _mm512_storeu_ps(acc + d + 2 * 16, a2);
-    _mm512_storeu_ps(acc + d + 3 * 16, a3);
-  }
-  for (; d < hd; d += 16) {
-    __m512 a0 = _mm512_loadu_ps(acc + d);
-    for (int j = 0; j < n_keys; ++j) a0 = _mm512_fmadd_ps(_mm512_set1_ps(p[j]), _mm512_loadu_ps(v + j * hd + d), a0);
-    _mm512_storeu_ps(acc + d, a0);
-  }
-}
+#include "backend/cpu/attention_simd_impl.h"
 
 }  // namespace
 
-const AttentionKernels& attention_kernels_avx512() {
-  static const AttentionKernels k{load_tile, scores, accumulate, exp_sum_avx512};
-  return k;
-}
+const AttentionKernels& attention_kernels_avx512() { return kSimdKernels; }
 
 }  // namespace splash::cpu

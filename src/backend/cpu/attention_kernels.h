@@ -1,5 +1,8 @@
-// Internal to backend/cpu: the per-ISA inner loops of attention.cpp. A tile is up to kKvPageTokens
-// keys of one KV head; rows are query rows (token x head of the KV group), already scaled.
+// Internal to backend/cpu: the per-ISA inner loops of attention.cpp, one set per tier (scalar in
+// attention_scalar.cpp; AVX2 and AVX-512 from one template, attention_simd_impl.h). A tile is up to
+// kKvPageTokens keys of one KV head (one page); rows are query rows (token x head of the KV group),
+// already multiplied by the score scale. Per-row score and probability rows are kKvPageTokens
+// floats apart.
 #pragma once
 
 #include <cstdint>
@@ -9,14 +12,22 @@
 namespace splash::cpu {
 
 struct AttentionKernels {
-  // dst[j][hd] = key/value j of head h of the block, for j < n (f32).
-  void (*load_tile)(const KvPageGeometry& geo, const uint8_t* block, int h, int n, float* dst);
-  // s[r * kKvPageTokens + j] = dot(q[r], k[j]) for r < n_rows, j < n_keys. q: [n_rows, hd].
+  // dst[j][hd] = the stored codes of key/value j of head h of the block as f32, for j < n; rows n up
+  // to the next multiple of 4 are zero. scale[j] = the int8 per-token scale (1 for bf16 / f32), 1
+  // past n. The scale is not applied: the scores and the probabilities take it instead (32 products
+  // per row instead of one per element).
+  void (*load_tile)(const KvPageGeometry& geo, const uint8_t* block, int h, int n, float* dst, float* scale);
+  // s[r * kKvPageTokens + j] = dot(q[r], k[j]) for r < n_rows, j < n_keys rounded up to 4 (k has
+  // those rows). q: [n_rows, hd], k: [n_keys, hd].
   void (*scores)(const float* q, int n_rows, const float* k, int n_keys, int hd, float* s);
-  // acc[hd] += sum_j p[j] * v[j] for j < n_keys. v: [n_keys, hd].
-  void (*accumulate)(float* acc, const float* p, const float* v, int n_keys, int hd);
-  // x[j] = exp(x[j] - m), returns the sum.
-  float (*exp_sum)(float* x, int64_t n, float m);
+  // One online-softmax step per row: x[j] = s[j] * kscale[j] for j < valid[r] (keys past it are
+  // masked), m' = max(m, max_j x[j]), alpha = exp(m - m') (1 while m' is still -inf),
+  // l = l * alpha + sum_j exp(x[j] - m'); s[j] becomes exp(x[j] - m') * vscale[j] (0 when masked).
+  void (*softmax_tile)(float* s, int n_rows, const int32_t* valid, const float* kscale, const float* vscale,
+                       float* m, float* l, float* alpha);
+  // acc[r][:] = acc[r][:] * alpha[r] + sum_{j < n_keys} p[r * kKvPageTokens + j] * v[j][:].
+  // acc: [n_rows, hd], v: [n_keys, hd].
+  void (*accumulate)(float* acc, int n_rows, const float* p, const float* alpha, const float* v, int n_keys, int hd);
 };
 
 const AttentionKernels& attention_kernels_scalar();

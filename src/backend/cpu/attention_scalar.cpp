@@ -5,7 +5,6 @@
 #include <limits>
 #include <vector>
 
-#include "backend/cpu/activation_kernels.h"
 #include "backend/cpu/attention.h"
 #include "backend/cpu/attention_kernels.h"
 #include "core/half.h"
@@ -80,13 +79,41 @@ void kv_load_row(const KvPageGeometry& geo, const uint8_t* block, int h, int slo
 namespace cpu {
 namespace {
 
-void load_tile_scalar(const KvPageGeometry& geo, const uint8_t* block, int h, int n, float* dst) {
-  for (int j = 0; j < n; ++j) kv_load_row(geo, block, h, j, dst + static_cast<int64_t>(j) * geo.head_dim);
+void load_tile_scalar(const KvPageGeometry& geo, const uint8_t* block, int h, int n, float* dst, float* scale) {
+  const int hd = geo.head_dim;
+  const uint8_t* src = block + h * geo.head_bytes();
+  for (int j = 0; j < n; ++j) {
+    float* o = dst + static_cast<int64_t>(j) * hd;
+    switch (geo.format) {
+      case KvFormat::kF32:
+        std::memcpy(o, src + static_cast<int64_t>(j) * hd * 4, static_cast<size_t>(hd) * 4);
+        scale[j] = 1.0f;
+        break;
+      case KvFormat::kBF16:
+        for (int d = 0; d < hd; ++d) {
+          uint16_t b;
+          std::memcpy(&b, src + (static_cast<int64_t>(j) * hd + d) * 2, 2);
+          o[d] = bf16_to_f32(b);
+        }
+        scale[j] = 1.0f;
+        break;
+      case KvFormat::kInt8: {
+        const auto* q = reinterpret_cast<const int8_t*>(src) + static_cast<int64_t>(j) * hd;
+        for (int d = 0; d < hd; ++d) o[d] = static_cast<float>(q[d]);
+        std::memcpy(scale + j, block + geo.data_bytes() + 4 * (static_cast<int64_t>(h) * kKvPageTokens + j), 4);
+        break;
+      }
+    }
+  }
+  for (int j = n; j < kKvPageTokens; ++j) scale[j] = 1.0f;
+  const int n4 = (n + 3) & ~3;
+  if (n4 > n) std::memset(dst + static_cast<int64_t>(n) * hd, 0, static_cast<size_t>(n4 - n) * hd * 4);
 }
 
 void scores_scalar(const float* q, int n_rows, const float* k, int n_keys, int hd, float* s) {
+  const int n4 = (n_keys + 3) & ~3;
   for (int r = 0; r < n_rows; ++r) {
-    for (int j = 0; j < n_keys; ++j) {
+    for (int j = 0; j < n4; ++j) {
       float acc = 0.0f;
       for (int d = 0; d < hd; ++d) acc += q[r * hd + d] * k[j * hd + d];
       s[r * kKvPageTokens + j] = acc;
@@ -94,16 +121,42 @@ void scores_scalar(const float* q, int n_rows, const float* k, int n_keys, int h
   }
 }
 
-void accumulate_scalar(float* acc, const float* p, const float* v, int n_keys, int hd) {
-  for (int j = 0; j < n_keys; ++j) {
-    for (int d = 0; d < hd; ++d) acc[d] += p[j] * v[j * hd + d];
+void softmax_tile_scalar(float* s, int n_rows, const int32_t* valid, const float* kscale, const float* vscale,
+                         float* m, float* l, float* alpha) {
+  const float neg_inf = -std::numeric_limits<float>::infinity();
+  for (int r = 0; r < n_rows; ++r) {
+    float* sr = s + r * kKvPageTokens;
+    const int nv = std::clamp(valid[r], 0, kKvPageTokens);
+    float m_new = m[r];
+    for (int j = 0; j < nv; ++j) m_new = std::max(m_new, sr[j] * kscale[j]);
+    const float a = m_new == neg_inf ? 1.0f : std::exp(m[r] - m_new);  // exp(-inf) = 0 on the first keys
+    double sum = 0.0;
+    for (int j = 0; j < kKvPageTokens; ++j) {
+      const float e = j < nv ? std::exp(sr[j] * kscale[j] - m_new) : 0.0f;
+      sum += e;
+      sr[j] = e * vscale[j];
+    }
+    l[r] = l[r] * a + static_cast<float>(sum);
+    m[r] = m_new;
+    alpha[r] = a;
+  }
+}
+
+void accumulate_scalar(float* acc, int n_rows, const float* p, const float* alpha, const float* v, int n_keys, int hd) {
+  for (int r = 0; r < n_rows; ++r) {
+    float* ar = acc + static_cast<int64_t>(r) * hd;
+    for (int d = 0; d < hd; ++d) ar[d] *= alpha[r];
+    for (int j = 0; j < n_keys; ++j) {
+      const float w = p[r * kKvPageTokens + j];
+      for (int d = 0; d < hd; ++d) ar[d] += w * v[static_cast<int64_t>(j) * hd + d];
+    }
   }
 }
 
 }  // namespace
 
 const AttentionKernels& attention_kernels_scalar() {
-  static const AttentionKernels k{load_tile_scalar, scores_scalar, accumulate_scalar, exp_sum_scalar};
+  static const AttentionKernels k{load_tile_scalar, scores_scalar, softmax_tile_scalar, accumulate_scalar};
   return k;
 }
 

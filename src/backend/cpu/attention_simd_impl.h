@@ -1,0 +1,160 @@
+// Internal to backend/cpu: the attention inner loops, written once over a vector type and compiled
+// by attention_avx2.cpp (8 floats) and attention_avx512.cpp (16 floats). Include it only inside an
+// anonymous namespace: the two copies are built with different instruction sets and must never be
+// merged by the linker.
+//
+// Requires before inclusion: <immintrin.h>, <cstring>, attention_kernels.h and a struct `Simd` with
+//   V, kW (floats per vector), kScoreRows, kAccRows, kAccVecs (register-block sizes),
+//   zero(), set1(f), load(p), store(p, v), add, mul, max, fmadd(a, b, c), exp(v),
+//   load_i8(p) / load_bf16(p) (kW codes -> f32), hsum(v), hmax(v),
+//   reduce4(a, b, c, d) (__m128 of the four horizontal sums), iota() (lanes 0, 1, ...),
+//   keep_lt(x, idx, lim, fill) (x where idx < lim, else fill).
+
+constexpr int kTile = kKvPageTokens;
+constexpr int kTileVecs = kTile / Simd::kW;
+using V = typename Simd::V;
+
+// --- tile load ---------------------------------------------------------------------------------
+
+void load_tile(const KvPageGeometry& geo, const uint8_t* block, int h, int n, float* dst, float* scale) {
+  const int hd = geo.head_dim;
+  const int64_t len = int64_t{n} * hd;  // a multiple of kW: attention.cpp picks this tier only then
+  const uint8_t* src = block + h * geo.head_bytes();
+  switch (geo.format) {
+    case KvFormat::kF32:
+      std::memcpy(dst, src, static_cast<size_t>(len) * 4);
+      for (int j = 0; j < kTile; ++j) scale[j] = 1.0f;
+      break;
+    case KvFormat::kBF16: {
+      const auto* b = reinterpret_cast<const uint16_t*>(src);
+      for (int64_t i = 0; i < len; i += Simd::kW) Simd::store(dst + i, Simd::load_bf16(b + i));
+      for (int j = 0; j < kTile; ++j) scale[j] = 1.0f;
+      break;
+    }
+    case KvFormat::kInt8: {
+      const auto* q = reinterpret_cast<const int8_t*>(src);
+      for (int64_t i = 0; i < len; i += Simd::kW) Simd::store(dst + i, Simd::load_i8(q + i));
+      std::memcpy(scale, block + geo.data_bytes() + 4 * int64_t{h} * kTile, static_cast<size_t>(n) * 4);
+      for (int j = n; j < kTile; ++j) scale[j] = 1.0f;
+      break;
+    }
+  }
+  const int n4 = (n + 3) & ~3;
+  if (n4 > n) std::memset(dst + len, 0, static_cast<size_t>(n4 - n) * hd * 4);
+}
+
+// --- scores: R query rows x 4 keys per pass, all in registers; one 4-way reduction per pass
+// instead of a horizontal sum per (row, key) ------------------------------------------------------
+
+template <int R>
+void scores_rows(const float* q, const float* k, int n4, int hd, float* s) {
+  for (int j = 0; j < n4; j += 4) {
+    const float* k0 = k + int64_t{j} * hd;
+    V acc[R][4];
+    for (int r = 0; r < R; ++r)
+      for (int i = 0; i < 4; ++i) acc[r][i] = Simd::zero();
+    for (int d = 0; d < hd; d += Simd::kW) {
+      V kv[4];
+      for (int i = 0; i < 4; ++i) kv[i] = Simd::load(k0 + i * hd + d);
+      for (int r = 0; r < R; ++r) {
+        const V qv = Simd::load(q + r * hd + d);
+        for (int i = 0; i < 4; ++i) acc[r][i] = Simd::fmadd(qv, kv[i], acc[r][i]);
+      }
+    }
+    for (int r = 0; r < R; ++r)
+      _mm_storeu_ps(s + r * kTile + j, Simd::reduce4(acc[r][0], acc[r][1], acc[r][2], acc[r][3]));
+  }
+}
+
+void scores(const float* q, int n_rows, const float* k, int n_keys, int hd, float* s) {
+  const int n4 = (n_keys + 3) & ~3;
+  int r = 0;
+  for (; r + Simd::kScoreRows <= n_rows; r += Simd::kScoreRows)
+    scores_rows<Simd::kScoreRows>(q + int64_t{r} * hd, k, n4, hd, s + r * kTile);
+  for (; r < n_rows; ++r) scores_rows<1>(q + int64_t{r} * hd, k, n4, hd, s + r * kTile);
+}
+
+// --- online softmax step, a row of 32 scores at a time in kTileVecs vectors ------------------------
+
+void softmax_tile(float* s, int n_rows, const int32_t* valid, const float* kscale, const float* vscale, float* m,
+                  float* l, float* alpha) {
+  const float neg_inf = -__builtin_inff();
+  V idx[kTileVecs], ks[kTileVecs], vs[kTileVecs];
+  for (int i = 0; i < kTileVecs; ++i) {
+    idx[i] = Simd::add(Simd::iota(), Simd::set1(static_cast<float>(i * Simd::kW)));
+    ks[i] = Simd::load(kscale + i * Simd::kW);
+    vs[i] = Simd::load(vscale + i * Simd::kW);
+  }
+  const V vinf = Simd::set1(neg_inf), vzero = Simd::zero();
+  for (int r = 0; r < n_rows; ++r) {
+    float* sr = s + r * kTile;
+    const V lim = Simd::set1(static_cast<float>(valid[r]));
+    V x[kTileVecs];
+    V mx = vinf;
+    for (int i = 0; i < kTileVecs; ++i) {
+      x[i] = Simd::keep_lt(Simd::mul(Simd::load(sr + i * Simd::kW), ks[i]), idx[i], lim, vinf);
+      mx = Simd::max(mx, x[i]);
+    }
+    const float m_new = std::max(m[r], Simd::hmax(mx));
+    float a = 1.0f;
+    if (m_new != neg_inf) {
+      // exp(m - m') as one vector lane: exact 1 when the max did not move, 0 on the row's first keys.
+      a = m[r] == neg_inf ? 0.0f : _mm_cvtss_f32(Simd::low4(Simd::exp(Simd::set1(m[r] - m_new))));
+    }
+    const V vm = Simd::set1(m_new);
+    V sum = vzero;
+    for (int i = 0; i < kTileVecs; ++i) {
+      // Masked lanes (including every lane while m' is -inf) become exact zeros.
+      const V e = Simd::keep_lt(Simd::exp(Simd::sub(x[i], vm)), idx[i], lim, vzero);
+      sum = Simd::add(sum, e);
+      Simd::store(sr + i * Simd::kW, Simd::mul(e, vs[i]));
+    }
+    l[r] = l[r] * a + Simd::hsum(sum);
+    m[r] = m_new;
+    alpha[r] = a;
+  }
+}
+
+// --- weighted sum of values: R rows x C vectors of the output in registers while the keys stream
+// past; each value vector load serves R rows --------------------------------------------------------
+
+template <int R, int C>
+void accumulate_block(float* acc, const float* p, const float* alpha, const float* v, int n_keys, int hd, int d) {
+  V a[R][C];
+  for (int r = 0; r < R; ++r) {
+    const V va = Simd::set1(alpha[r]);
+    for (int c = 0; c < C; ++c) a[r][c] = Simd::mul(Simd::load(acc + r * hd + d + c * Simd::kW), va);
+  }
+  for (int j = 0; j < n_keys; ++j) {
+    V vv[C];
+    for (int c = 0; c < C; ++c) vv[c] = Simd::load(v + int64_t{j} * hd + d + c * Simd::kW);
+    for (int r = 0; r < R; ++r) {
+      const V pb = Simd::set1(p[r * kTile + j]);
+      for (int c = 0; c < C; ++c) a[r][c] = Simd::fmadd(pb, vv[c], a[r][c]);
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < C; ++c) Simd::store(acc + r * hd + d + c * Simd::kW, a[r][c]);
+}
+
+template <int R>
+void accumulate_rows(float* acc, const float* p, const float* alpha, const float* v, int n_keys, int hd) {
+  int d = 0;
+  for (; d + Simd::kAccVecs * Simd::kW <= hd; d += Simd::kAccVecs * Simd::kW)
+    accumulate_block<R, Simd::kAccVecs>(acc, p, alpha, v, n_keys, hd, d);
+  for (; d < hd; d += Simd::kW) accumulate_block<R, 1>(acc, p, alpha, v, n_keys, hd, d);
+}
+
+void accumulate(float* acc, int n_rows, const float* p, const float* alpha, const float* v, int n_keys, int hd) {
+  constexpr int R = Simd::kAccRows;
+  int r = 0;
+  for (; r + R <= n_rows; r += R) accumulate_rows<R>(acc + int64_t{r} * hd, p + r * kTile, alpha + r, v, n_keys, hd);
+  switch (n_rows - r) {
+    case 3: accumulate_rows<3>(acc + int64_t{r} * hd, p + r * kTile, alpha + r, v, n_keys, hd); break;
+    case 2: accumulate_rows<2>(acc + int64_t{r} * hd, p + r * kTile, alpha + r, v, n_keys, hd); break;
+    case 1: accumulate_rows<1>(acc + int64_t{r} * hd, p + r * kTile, alpha + r, v, n_keys, hd); break;
+    default: break;
+  }
+}
+
+constexpr AttentionKernels kSimdKernels{load_tile, scores, softmax_tile, accumulate};
