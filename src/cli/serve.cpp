@@ -1,0 +1,200 @@
+// `splash serve --model PATH`: flags and --help (spec 1.2 / 1.3). The flags' text is checked here
+// (exit 2 naming the flag); everything after that, from binding the port to the Ready line and the
+// signals, is app::serve (src/server/app/startup.h).
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cli/commands.h"
+#include "core/sizes.h"
+#include "server/app/serve_options.h"
+#include "server/app/startup.h"
+
+namespace splash::cli {
+
+namespace {
+
+// Flag values as typed; defaults shown in --help come from here.
+struct ServeArgs {
+  std::string model, tokenizer;
+  std::vector<std::string> served_model_names;
+  std::string host = "127.0.0.1";
+  std::string port;  // empty: SPLASH_PORT or 8000
+  std::string api_key;
+  bool api_key_given = false;
+  std::vector<std::string> allowed_hosts, allowed_origins;
+  bool no_webui = false;
+  std::string max_memory = "auto", max_context = "auto", kv_format = "int8";
+  std::string default_reasoning_effort;
+  std::string max_request_size = "128M";
+  std::string request_timeout;
+  int queue_size = 32;
+  int threads = 0;
+  bool disable_ane = false;
+};
+
+int usage_error(const std::string& msg) {
+  std::fprintf(stderr, "error: %s\nRun 'splash serve --help' for the flags.\n", msg.c_str());
+  return 2;
+}
+
+const char* env(const char* name) {
+  const char* v = std::getenv(name);
+  return v && *v ? v : nullptr;
+}
+
+// Flags win over the SPLASH_* environment; a bad environment value names its variable.
+int to_options(const ServeArgs& a, app::ServeOptions& o) {
+  o.model = a.model;
+  o.tokenizer = a.tokenizer;
+  for (const std::string& n : a.served_model_names) {
+    if (Status st = app::check_served_model_name(n); !st.ok()) return usage_error(st.error_message());
+  }
+  o.served_model_names = a.served_model_names;
+  if (a.host.empty()) return usage_error("--host: the address is empty");
+  o.host = a.host;
+  if (!a.port.empty()) {
+    auto p = app::parse_port(a.port);
+    if (!p.ok()) return usage_error(p.error_message());
+    o.port = *p;
+  } else if (const char* e = env("SPLASH_PORT")) {
+    auto p = app::parse_port(e, "SPLASH_PORT");
+    if (!p.ok()) return usage_error(p.error_message());
+    o.port = *p;
+  }
+  if (a.api_key_given) {
+    o.api_key = a.api_key;
+  } else if (const char* e = env("SPLASH_API_KEY")) {
+    o.api_key = e;
+  }
+  if (a.api_key_given || !o.api_key.empty()) {
+    if (Status st = app::check_api_key(o.api_key); !st.ok())
+      return usage_error(a.api_key_given ? st.error_message() : "SPLASH_API_KEY" + st.error_message().substr(9));
+  }
+  for (const std::string& h : a.allowed_hosts)
+    if (Status st = app::check_allowed_host(h); !st.ok()) return usage_error(st.error_message());
+  o.allowed_hosts = a.allowed_hosts;
+  for (const std::string& h : a.allowed_origins)
+    if (Status st = app::check_allowed_origin(h); !st.ok()) return usage_error(st.error_message());
+  o.allowed_origins = a.allowed_origins;
+  o.webui = !a.no_webui;
+
+  auto mm = app::parse_max_memory(a.max_memory);
+  if (!mm.ok()) return usage_error(mm.error_message());
+  o.max_memory = *mm;
+  auto mc = app::parse_max_context(a.max_context);
+  if (!mc.ok()) return usage_error(mc.error_message());
+  o.max_context = *mc;
+  auto kv = app::parse_kv_format(a.kv_format);
+  if (!kv.ok()) return usage_error(kv.error_message());
+  o.kv_format = *kv;
+
+  std::string effort = a.default_reasoning_effort;
+  if (effort.empty())
+    if (const char* e = env("SPLASH_DEFAULT_REASONING_EFFORT")) effort = e;
+  if (!effort.empty()) {
+    if (Status st = app::check_reasoning_effort(effort); !st.ok()) return usage_error(st.error_message());
+  }
+  o.default_reasoning_effort = effort;
+  auto mr = parse_size_bytes(a.max_request_size);
+  if (!mr.ok() || *mr == 0)
+    return usage_error(str_cat("--max-request-size: ", mr.ok() ? "0 is not allowed" : mr.error_message()));
+  o.max_request_bytes = *mr;
+  if (!a.request_timeout.empty()) {
+    auto d = app::parse_duration(a.request_timeout);
+    if (!d.ok()) return usage_error(d.error_message());
+    o.request_timeout = *d;
+  }
+  if (a.queue_size < 1 || a.queue_size > 4096) return usage_error("--queue-size: must be in 1..4096");
+  o.queue_size = a.queue_size;
+  if (a.threads < 0 || a.threads > 1024) return usage_error("--threads: must be in 0..1024 (0 = physical cores)");
+  o.threads = a.threads;
+  o.disable_ane = a.disable_ane;
+  return 0;
+}
+
+constexpr const char* kEpilog = R"(Examples:
+  splash serve --model ~/models/Qwen3-0.6B-Q8_0.gguf
+  splash serve --model ~/models/qwen3-mlx --port 8080 --api-key secret --max-context 32K
+  splash serve --model stories15M.bin --tokenizer tokenizer.bin --host 0.0.0.0 --allowed-host box.lan
+
+SIZE: bytes or a K/M/G/T binary suffix (28G = 28GB = 28GiB = 28g). TOKENS: a count or K = 1024
+(100K = 102400). DURATION: seconds or an s/m/h suffix, floats allowed (90, 1.5m, 2h).
+Environment: SPLASH_PORT, SPLASH_API_KEY, SPLASH_DEFAULT_REASONING_EFFORT (flags win).
+
+The context is fitted to this machine's memory (MemAvailable and the cgroup limit): the startup
+summary (the Ready line) and /status show the effective context. --max-memory and --max-context can
+only lower it.)";
+
+}  // namespace
+
+Runner register_serve(CLI::App& app) {
+  auto a = std::make_shared<ServeArgs>();
+  app.footer(kEpilog);
+  const char* kModel = "Model";
+  const char* kNet = "Network and access";
+  const char* kMem = "Memory and context";
+  const char* kApi = "API";
+  const char* kReq = "Requests";
+  app.add_option("--model", a->model,
+                 "Model to serve (required): a .gguf file, an MLX / safetensors folder, or a llama2.c .bin "
+                 "(with --tokenizer)")
+      ->required()->group(kModel);
+  app.add_option("--tokenizer", a->tokenizer, "llama2.c tokenizer.bin (default: tokenizer.bin beside the model)")
+      ->group(kModel);
+  app.add_option("--host", a->host, "IPv4 address to bind; 0.0.0.0 for the LAN (default: 127.0.0.1)")->group(kNet);
+  app.add_option("--port", a->port, "TCP port, 1-65535 (default: SPLASH_PORT or 8000)")->group(kNet);
+  app.add_option("--allowed-host", a->allowed_hosts,
+                 "Extra Host header name to accept, not a bind address (repeatable; default: none)")
+      ->group(kNet);
+  app.add_option("--allowed-origin", a->allowed_origins,
+                 "Browser origin to accept: exact scheme://host[:port] or * (repeatable; default: none)")
+      ->group(kNet);
+  app.add_option_function<std::string>(
+         "--api-key",
+         [a](const std::string& k) {
+           a->api_key = k;
+           a->api_key_given = true;
+         },
+         "Require this key (Authorization: Bearer or x-api-key) on every endpoint but /, /health, /ready "
+         "(default: SPLASH_API_KEY, else no key)")
+      ->group(kNet);
+  app.add_flag("--no-webui", a->no_webui, "Do not serve the chat page at / (default: served)")->group(kNet);
+  app.add_option("--max-memory", a->max_memory,
+                 "SIZE|auto: memory budget; can only lower the automatic one, 0 refused (default: auto)")
+      ->group(kMem);
+  app.add_option("--max-context", a->max_context,
+                 "TOKENS|auto: longest context, 1..262144; can only lower what memory allows (default: auto)")
+      ->group(kMem);
+  app.add_option("--kv-format", a->kv_format, "KV cache storage: int8 or bf16 (f32 for debugging) (default: int8)")
+      ->group(kMem);
+  app.add_option("--threads", a->threads, "Compute threads, 0 = physical cores (default: 0)")->group(kMem);
+  app.add_flag("--disable-ane", a->disable_ane,
+               "Accepted for compatibility: this build has no second compute device to split the FFN onto "
+               "(/status ane_ffn.state is unavailable) (default: off)")
+      ->group(kMem);
+  app.add_option("--served-model-name", a->served_model_names,
+                 "Name clients use for the model (repeatable; the first is the id reported; default: the "
+                 "file or folder name)")
+      ->group(kApi);
+  app.add_option("--default-reasoning-effort", a->default_reasoning_effort,
+                 "none|minimal|low|medium|high|xhigh|max: effort when a request names none (default: "
+                 "SPLASH_DEFAULT_REASONING_EFFORT, else the template's)")
+      ->group(kApi);
+  app.add_option("--max-request-size", a->max_request_size, "SIZE: largest request body (default: 128M)")
+      ->group(kReq);
+  app.add_option("--request-timeout", a->request_timeout,
+                 "DURATION: deadline from arrival; a request's own timeout only shortens it (default: none)")
+      ->group(kReq);
+  app.add_option("--queue-size", a->queue_size, "Admitted requests, running and waiting; beyond: 503 (default: 32)")
+      ->group(kReq);
+  return [a] {
+    app::ServeOptions o;
+    if (int rc = to_options(*a, o); rc != 0) return rc;
+    return app::serve(o);
+  };
+}
+
+}  // namespace splash::cli

@@ -1,0 +1,118 @@
+// The route layer of `splash serve`: access checks before the body (Host allow-list, Origin / CORS,
+// API key), then one handler per endpoint (spec 2.1). Inference routes live in completions.cpp; the
+// rest (models, tokenize, health, ready, status, metrics, 404 / 405) in app.cpp.
+//
+//   App app(config, deps);                                   // deps borrowed, must outlive app
+//   server_options.pre_body_check = [&](auto& h) { return app.pre_body_check(h); };
+//   server->set_handler([&](auto& req, auto w) { app.handle(req, std::move(w)); });
+//   app.set_ready(true);                                     // once the engine runs
+//
+// Thread-safety: pre_body_check() and handle() run on the transport's connection threads, many at
+// once; the App's own state is atomics and immutable configuration. Handlers return quickly: an
+// inference request finishes on the engine's callback thread.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/memory_plan.h"
+#include "engine/scheduler.h"
+#include "server/app/serve_options.h"
+#include "server/app/status.h"
+#include "server/http/message.h"
+#include "template/chat_template.h"
+#include "tokenizer/tokenizer.h"
+
+namespace splash::app {
+
+struct AppConfig {
+  ServeOptions options;
+  std::string model_id;               // the id responses report (first --served-model-name or file name)
+  std::vector<std::string> aliases;   // further names accepted in `model` and listed by /v1/models
+  std::string model_path;
+};
+
+// Borrowed; each must outlive the App.
+struct AppDeps {
+  const Tokenizer* tokenizer = nullptr;         // required
+  const ChatTemplate* chat_template = nullptr;  // nullptr: the model has none (chat routes answer 400)
+  Engine* engine = nullptr;                     // nullptr only in tests of the engine-free routes
+  const MemoryPlan* plan = nullptr;             // required
+};
+
+// A streamed response that wants an SSE keep-alive when it has been quiet for a while (spec 2.6:
+// about every 2 s, so clients and proxies with read timeouts survive a long prefill).
+class KeepAliveTarget {
+ public:
+  virtual ~KeepAliveTarget() = default;
+  virtual void keepalive_if_idle(std::chrono::steady_clock::time_point now) = 0;
+};
+
+class App {
+ public:
+  App(AppConfig config, AppDeps deps);
+  ~App();
+  App(const App&) = delete;
+  App& operator=(const App&) = delete;
+
+  // Streams register here; one App thread pokes each live one about once a second.
+  void watch_stream(std::weak_ptr<KeepAliveTarget> target);
+
+  // For ServerOptions::pre_body_check: 403 for a Host outside the allow-list or a refused Origin,
+  // 204 for an admitted CORS preflight, 401 for a missing or wrong key on a protected path.
+  std::optional<http::SimpleResponse> pre_body_check(const http::Request& head);
+
+  // For Server::set_handler.
+  void handle(const http::Request& request, std::shared_ptr<http::ResponseWriter> writer);
+
+  void set_ready(bool ready) { ready_.store(ready); }
+  bool ready() const { return ready_.load(); }
+
+  StatusSnapshot snapshot() const;
+  const AppConfig& config() const { return config_; }
+
+  // Counts one response by status class (the writer decorator calls it).
+  void count_response(int status);
+
+ private:
+  using Writer = std::shared_ptr<http::ResponseWriter>;
+  void route(const http::Request& req, const Writer& w);
+  void handle_models(const Writer& w);
+  void handle_model(const std::string& id, const Writer& w);
+  void handle_tokenize(const http::Request& req, const Writer& w);
+  void handle_apply_template(const http::Request& req, const Writer& w);
+  void handle_chat(const http::Request& req, const Writer& w);          // completions.cpp
+  void handle_completion(const http::Request& req, const Writer& w);    // completions.cpp
+  nlohmann::json model_entry(const std::string& id) const;
+  bool known_model(const std::string& id) const;
+
+  AppConfig config_;
+  AppDeps deps_;
+  std::string instance_id_;
+  std::string started_at_;
+  std::chrono::steady_clock::time_point started_;
+  std::atomic<bool> ready_{false};
+  void keepalive_loop();
+  std::mutex keepalive_mu_;
+  std::condition_variable keepalive_cv_;
+  std::vector<std::weak_ptr<KeepAliveTarget>> keepalive_targets_;
+  bool keepalive_stop_ = false;
+  std::thread keepalive_thread_;
+  std::atomic<int64_t> requests_{0}, body_bytes_{0}, responses_2xx_{0}, responses_4xx_{0}, responses_5xx_{0};
+};
+
+// JSON response helpers shared by the route files.
+void respond_json(http::ResponseWriter& w, int status, const nlohmann::json& body);
+void respond_error(http::ResponseWriter& w, int status, std::string_view code, std::string_view message);
+
+// "%2F" -> "/" for a path segment; nullopt for a malformed escape or an encoded NUL.
+std::optional<std::string> percent_decode(std::string_view s);
+
+}  // namespace splash::app

@@ -1,0 +1,247 @@
+#include "server/app/startup.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <fstream>
+#include <mutex>
+#include <thread>
+
+#include "core/sizes.h"
+#include "engine/host_memory.h"
+#include "engine/memory_plan.h"
+#include "engine/scheduler.h"
+#include "formats/model_files.h"
+#include "model/model.h"
+#include "server/app/app.h"
+#include "server/http/server.h"
+#include "template/chat_template.h"
+#include "tokenizer/model_tokenizer.h"
+
+namespace splash::app {
+
+namespace {
+
+// SIGINT / SIGTERM are blocked in every thread and taken by sigwait() on one thread, so no work runs
+// in a signal handler. Before the server is up there is nothing to release and the process exits at
+// once; afterwards the main thread is woken to stop the engine and the server in order.
+class SignalWaiter {
+ public:
+  SignalWaiter() {
+    sigemptyset(&set_);
+    sigaddset(&set_, SIGINT);
+    sigaddset(&set_, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &set_, nullptr);
+    thread_ = std::thread([this] { wait_loop(); });
+  }
+  ~SignalWaiter() {
+    // Wake our own sigwait with a signal directed at that thread only.
+    {
+      std::lock_guard lock(mu_);
+      closing_ = true;
+    }
+    pthread_kill(thread_.native_handle(), SIGTERM);
+    thread_.join();
+  }
+  // From now on a signal wakes wait() instead of exiting.
+  void serving() {
+    std::lock_guard lock(mu_);
+    serving_ = true;
+  }
+  int wait() {
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [&] { return signal_ != 0; });
+    return signal_;
+  }
+
+ private:
+  void wait_loop() {
+    int sig = 0;
+    while (sigwait(&set_, &sig) == 0) {
+      std::lock_guard lock(mu_);
+      if (closing_) return;
+      if (!serving_) {
+        std::printf("Stopping · releasing engine resources\n");
+        std::fflush(stdout);
+        _exit(128 + sig);
+      }
+      signal_ = sig;
+      cv_.notify_all();
+    }
+  }
+
+  sigset_t set_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool serving_ = false, closing_ = false;
+  int signal_ = 0;
+  std::thread thread_;
+};
+
+int64_t rss_anon_bytes() {
+  std::ifstream in("/proc/self/status");
+  std::string key;
+  while (in >> key) {
+    if (key == "RssAnon:") {
+      int64_t kb = 0;
+      in >> kb;
+      return kb * 1024;
+    }
+    std::string rest;
+    std::getline(in, rest);
+  }
+  return 0;
+}
+
+int fail(const std::string& message) {
+  std::fprintf(stderr, "error: %s\n", message.c_str());
+  return 1;
+}
+
+}  // namespace
+
+std::string default_model_id(const std::string& model_path) {
+  std::string p = model_path;
+  while (p.size() > 1 && p.back() == '/') p.pop_back();
+  size_t slash = p.rfind('/');
+  return slash == std::string::npos ? p : p.substr(slash + 1);
+}
+
+int serve(const ServeOptions& options) {
+  SignalWaiter signals;
+  signal(SIGPIPE, SIG_IGN);  // a client gone mid-write must be an error code, not a dead server
+
+  // 1. Bind first: a port in use fails before the (slow) model load.
+  http::ServerOptions sopts;
+  sopts.host = options.host;
+  sopts.port = options.port;
+  sopts.max_request_bytes = options.max_request_bytes;
+  sopts.max_connections = options.queue_size + 64;
+  // The App that answers the checks exists only after the load; nothing is accepted before start().
+  std::function<std::optional<http::SimpleResponse>(const http::Request&)> check;
+  sopts.pre_body_check = [&check](const http::Request& head) { return check(head); };
+  auto bound = http::Server::bind(sopts);
+  if (!bound.ok()) return fail(bound.error_message());
+  std::unique_ptr<http::Server> server = std::move(*bound);
+
+  // 2. Model, tokenizer, chat template.
+  std::printf("Loading · %s\n", options.model.c_str());
+  std::fflush(stdout);
+  const auto t0 = std::chrono::steady_clock::now();
+  ModelFilesOptions fopts;
+  fopts.tokenizer_path = options.tokenizer;
+  auto files = ModelFiles::open(options.model, fopts);
+  if (!files.ok()) return fail(files.error_message());
+  auto tok = load_model_tokenizer(*files);
+  if (!tok.ok()) return fail(tok.error_message());
+  if (!*tok) return fail(str_cat(options.model, " has no tokenizer (llama2.c: pass --tokenizer)"));
+  std::unique_ptr<Tokenizer> tokenizer = std::move(*tok);
+  std::optional<ChatTemplate> chat_template;
+  if (const std::string& src = files->tokenizer().chat_template; !src.empty()) {
+    auto parsed = ChatTemplate::parse(src);
+    if (parsed.ok()) chat_template = std::move(*parsed);
+    else std::fprintf(stderr, "warning: the model's chat template is not supported: %s\n", parsed.error_message().c_str());
+  }
+  std::printf("Chat template · %s\n", chat_template ? "native" : "unsupported");
+  std::fflush(stdout);
+
+  ModelOptions mopts;
+  if (files->config().max_position > 0)
+    mopts.max_context = std::min<int64_t>(files->config().max_position, kMaxContextTokens);
+  const int64_t anon_before = rss_anon_bytes();
+  auto model = Model::load(*files, mopts);
+  if (!model.ok()) return fail(model.error_message());
+  const int64_t anon_after = rss_anon_bytes();
+  std::printf("Weights loaded in %.2f s.\n",
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  std::fflush(stdout);
+
+  // 3. Memory plan.
+  auto host = probe_host_memory();
+  if (!host.ok()) return fail(host.error_message());
+  const ModelConfig& cfg = model->config();
+  MemoryPlanInputs in;
+  in.host = *host;
+  in.max_memory = options.max_memory;
+  in.max_context = options.max_context;
+  // The mapping becomes resident as the forward touches it; load-time copies (fused and repacked
+  // matrices) are what anonymous memory grew by during the load.
+  uint64_t mapped = 0;
+  for (const ModelTensor& t : files->tensors()) mapped += t.n_bytes();
+  in.weights_bytes = mapped + static_cast<uint64_t>(std::max<int64_t>(0, anon_after - anon_before));
+  const int threads = options.threads > 0 ? options.threads : default_thread_count();
+  const int64_t chunk = model->options().chunk_tokens;
+  in.prefill_arena_bytes = estimate_forward_scratch_bytes(cfg, chunk + kMaxLanes, kMaxLanes, threads);
+  in.decode_arena_bytes = estimate_forward_scratch_bytes(cfg, kMaxLanes, kMaxLanes, threads);
+  in.lane_state_bytes = estimate_lane_state_bytes(cfg);
+  in.kv_page_bytes = static_cast<uint64_t>(KvPagePool::page_bytes(model->kv_cache_config(options.kv_format, 1)));
+  in.model_window = model->max_context();
+  in.attention_layers = static_cast<int>(cfg.n_layer);
+  in.kv_heads = static_cast<int>(cfg.n_head_kv);
+  in.head_dimension = static_cast<int>(model->kv_cache_config(options.kv_format, 1).head_dim);
+  in.kv_format = options.kv_format;
+  MemoryPlan plan = plan_memory(in);
+  if (!plan.valid) {
+    std::fprintf(stderr, "error: %s\n%s", plan.error.c_str(), plan.format_breakdown().c_str());
+    return 1;
+  }
+  std::printf("Memory plan · budget %s · weights %s · KV pool %lld pages (%s) · lanes %d\n",
+              format_bytes(plan.hard_budget_bytes).c_str(), format_bytes(plan.weights_bytes).c_str(),
+              static_cast<long long>(plan.kv_pool_pages), format_bytes(plan.kv_pool_bytes).c_str(), plan.lanes);
+
+  // 4. Engine.
+  EngineOptions eopts;
+  eopts.lanes = std::min(plan.lanes, options.queue_size);
+  eopts.queue_size = options.queue_size;
+  eopts.kv_pages = plan.kv_pool_pages;
+  eopts.kv_format = options.kv_format;
+  eopts.threads = options.threads;
+  auto engine = Engine::create(*model, *tokenizer, eopts);
+  if (!engine.ok()) return fail(str_cat("cannot start the engine: ", engine.error_message()));
+
+  // 5. Routes, then accept.
+  AppConfig acfg;
+  acfg.options = options;
+  acfg.model_path = options.model;
+  acfg.model_id = options.served_model_names.empty() ? default_model_id(options.model) : options.served_model_names[0];
+  for (size_t i = 1; i < options.served_model_names.size(); ++i) acfg.aliases.push_back(options.served_model_names[i]);
+  AppDeps deps;
+  deps.tokenizer = tokenizer.get();
+  deps.chat_template = chat_template ? &*chat_template : nullptr;
+  deps.engine = engine->get();
+  deps.plan = &plan;
+  App app(acfg, deps);
+  check = [&app](const http::Request& head) { return app.pre_body_check(head); };
+  server->set_handler([&app](const http::Request& req, std::shared_ptr<http::ResponseWriter> w) {
+    app.handle(req, std::move(w));
+  });
+  if (options.allowed_origins.size() == 1 && options.allowed_origins[0] == "*" && options.api_key.empty())
+    std::fprintf(stderr, "warning: --allowed-origin * without --api-key lets any web page use this server\n");
+  if (Status st = server->start(); !st.ok()) {
+    (*engine)->shutdown();
+    std::fprintf(stderr, "Error · unable to start HTTP server: %s\n", st.error_message().c_str());
+    return 1;
+  }
+  app.set_ready(true);
+  signals.serving();
+  std::printf("Ready · %s · context %s · http://%s:%u\n", acfg.model_id.c_str(),
+              format_context_tokens(plan.maximum_context_tokens).c_str(), options.host.c_str(),
+              static_cast<unsigned>(server->bound_port()));
+  std::fflush(stdout);
+
+  // 6. Until SIGINT / SIGTERM.
+  const int sig = signals.wait();
+  std::printf("Stopping · releasing engine resources\n");
+  std::fflush(stdout);
+  app.set_ready(false);
+  (*engine)->shutdown();
+  server->stop();
+  return 128 + sig;
+}
+
+}  // namespace splash::app

@@ -1,0 +1,186 @@
+#include "server/app/status.h"
+
+#include <cstdio>
+
+namespace splash::app {
+
+namespace {
+
+nlohmann::json latency(const LatencySummary& l) {
+  return {{"p50", l.p50}, {"p95", l.p95}, {"samples", l.samples}};
+}
+
+nlohmann::json memory_plan_json(const StatusSnapshot& s) {
+  const MemoryPlan& p = s.plan;
+  nlohmann::json budget = nlohmann::json::object();
+  for (const MemoryPlan::Line& l : p.breakdown()) {
+    if (l.value) budget[l.key] = *l.value;
+    else budget[l.key] = nullptr;
+  }
+  return {
+      {"valid", p.valid},
+      {"maximum_context_tokens", p.maximum_context_tokens},
+      {"device",
+       {{"name", s.device_name},
+        {"os_version", s.os},
+        {"cores", s.cpu_cores},
+        {"physical_memory_bytes", p.physical_bytes},
+        {"available_memory_bytes", p.available_bytes},
+        {"cgroup_limit_bytes", p.cgroup_limit_bytes ? nlohmann::json(*p.cgroup_limit_bytes) : nlohmann::json()}}},
+      {"model",
+       {{"attention_layers", p.attention_layers},
+        {"kv_heads", p.kv_heads},
+        {"head_dimension", p.head_dimension},
+        {"kv_page_tokens", kKvPageTokens},
+        {"kv_format", kv_format_name(p.kv_format)},
+        {"kv_page_bytes", p.kv_page_bytes},
+        {"memory", {{"weights_bytes", p.weights_bytes}, {"context_window_tokens", p.model_window}}}}},
+      {"budget", budget},
+  };
+}
+
+}  // namespace
+
+nlohmann::json status_json(const StatusSnapshot& s) {
+  const EngineStatus& e = s.engine;
+  nlohmann::json by_width = nlohmann::json::object();
+  for (int w = 1; w <= kMaxLanes; ++w) {
+    const size_t i = static_cast<size_t>(w - 1);
+    by_width[str_cat("b", w)] = i < e.scheduler.decode_batches_by_width.size()
+                                            ? e.scheduler.decode_batches_by_width[i]
+                                            : int64_t{0};
+  }
+  return {
+      {"schema_version", kStatusSchemaVersion},
+      {"ready", s.ready},
+      {"maximum_context_tokens", s.plan.maximum_context_tokens},
+      {"memory_pressure", "normal"},
+      {"instance",
+       {{"id", s.instance_id},
+        {"pid", s.pid},
+        {"model", s.model_id},
+        {"host", s.host},
+        {"port", s.port},
+        {"started_at", s.started_at},
+        {"uptime_seconds", s.uptime_s}}},
+      {"http",
+       {{"requests", s.http.requests},
+        {"request_body_bytes", s.http.request_body_bytes},
+        {"max_request_bytes", s.http.max_request_bytes},
+        {"responses", {{"2xx", s.http.responses_2xx}, {"4xx", s.http.responses_4xx}, {"5xx", s.http.responses_5xx}}}}},
+      {"memory_plan", memory_plan_json(s)},
+      {"kv",
+       {{"pages_allocated", e.kv.pages_allocated},
+        {"pages_active", e.kv.pages_active},
+        {"pages_cache", 0},
+        {"pages_free", e.kv.pages_free},
+        {"allocated_bytes", e.kv.allocated_bytes},
+        {"reclaimable_bytes", 0},
+        {"page_bytes", e.kv.page_bytes}}},
+      {"state", {{"active_lanes", e.active_lanes}, {"lanes", e.lanes}}},
+      {"scheduler",
+       {{"queued", e.scheduler.queued},
+        {"waiting_resources", e.scheduler.waiting_resources},
+        {"prefilling", e.scheduler.prefilling},
+        {"decoding", e.scheduler.decoding},
+        {"prefill_batches", e.scheduler.prefill_batches},
+        {"prefill_rows", e.scheduler.prefill_rows},
+        {"decode_batches", e.scheduler.decode_batches},
+        {"decode_batches_by_width", by_width},
+        {"preemptions", e.scheduler.preemptions},
+        {"queue_size", e.queue_size}}},
+      {"requests",
+       {{"submitted", e.requests.submitted},
+        {"completed", e.requests.completed},
+        {"cancelled", e.requests.cancelled},
+        {"failed", e.requests.failed},
+        {"rejected", e.requests.rejected}}},
+      {"metrics",
+       {{"ttft_ms", latency(e.metrics.ttft_ms)},
+        {"itl_ms", latency(e.metrics.itl_ms)},
+        {"prefill_tokens", e.metrics.prefill_tokens},
+        {"decode_tokens", e.metrics.decode_tokens},
+        {"prefill_ms", e.metrics.prefill_ms},
+        {"decode_ms", e.metrics.decode_ms},
+        {"prefill_tokens_per_second", e.metrics.prefill_tok_s},
+        {"decode_tokens_per_second", e.metrics.decode_tok_s}}},
+      {"ane_ffn",
+       {{"state", "unavailable"},
+        {"reason", "no second compute device: this build runs the whole model on the CPU"}}},
+  };
+}
+
+namespace {
+
+// One metric family: HELP, TYPE and its samples.
+class Exposition {
+ public:
+  void family(const char* name, const char* type, const char* help) {
+    out_ += str_cat("# HELP ", name, " ", help, "\n# TYPE ", name, " ", type, "\n");
+  }
+  void sample(const std::string& name_and_labels, double v) {
+    char buf[64];
+    // Integers print without an exponent so scrapers and tests read them exactly.
+    if (v == static_cast<double>(static_cast<int64_t>(v)) && v < 9e15 && v > -9e15)
+      std::snprintf(buf, sizeof buf, "%lld", static_cast<long long>(v));
+    else
+      std::snprintf(buf, sizeof buf, "%.6g", v);
+    out_ += name_and_labels;
+    out_ += ' ';
+    out_ += buf;
+    out_ += '\n';
+  }
+  std::string take() { return std::move(out_); }
+
+ private:
+  std::string out_;
+};
+
+}  // namespace
+
+std::string metrics_text(const StatusSnapshot& s) {
+  const EngineStatus& e = s.engine;
+  Exposition x;
+  x.family("splash_ready", "gauge", "1 when the server accepts inference requests");
+  x.sample("splash_ready", s.ready ? 1 : 0);
+  x.family("splash_maximum_context_tokens", "gauge", "longest context one request may use");
+  x.sample("splash_maximum_context_tokens", static_cast<double>(s.plan.maximum_context_tokens));
+  x.family("splash_http_requests_total", "counter", "HTTP requests received");
+  x.sample("splash_http_requests_total", static_cast<double>(s.http.requests));
+  x.family("splash_requests_total", "counter", "inference requests by outcome");
+  x.sample("splash_requests_total{state=\"submitted\"}", static_cast<double>(e.requests.submitted));
+  x.sample("splash_requests_total{state=\"completed\"}", static_cast<double>(e.requests.completed));
+  x.sample("splash_requests_total{state=\"cancelled\"}", static_cast<double>(e.requests.cancelled));
+  x.sample("splash_requests_total{state=\"failed\"}", static_cast<double>(e.requests.failed));
+  x.sample("splash_requests_total{state=\"rejected\"}", static_cast<double>(e.requests.rejected));
+  x.family("splash_scheduler_requests", "gauge", "requests by scheduler state");
+  x.sample("splash_scheduler_requests{state=\"queued\"}", static_cast<double>(e.scheduler.queued));
+  x.sample("splash_scheduler_requests{state=\"waiting_resources\"}", static_cast<double>(e.scheduler.waiting_resources));
+  x.sample("splash_scheduler_requests{state=\"prefilling\"}", static_cast<double>(e.scheduler.prefilling));
+  x.sample("splash_scheduler_requests{state=\"decoding\"}", static_cast<double>(e.scheduler.decoding));
+  x.family("splash_scheduler_batches_total", "counter", "forward passes carrying prefill or decode rows");
+  x.sample("splash_scheduler_batches_total{kind=\"prefill\"}", static_cast<double>(e.scheduler.prefill_batches));
+  x.sample("splash_scheduler_batches_total{kind=\"decode\"}", static_cast<double>(e.scheduler.decode_batches));
+  x.family("splash_active_lanes", "gauge", "lanes holding a request");
+  x.sample("splash_active_lanes", static_cast<double>(e.active_lanes));
+  x.family("splash_kv_pages", "gauge", "KV cache pages by state");
+  x.sample("splash_kv_pages{state=\"allocated\"}", static_cast<double>(e.kv.pages_allocated));
+  x.sample("splash_kv_pages{state=\"active\"}", static_cast<double>(e.kv.pages_active));
+  x.sample("splash_kv_pages{state=\"free\"}", static_cast<double>(e.kv.pages_free));
+  x.family("splash_kv_allocated_bytes", "gauge", "bytes of the KV page pool");
+  x.sample("splash_kv_allocated_bytes", static_cast<double>(e.kv.allocated_bytes));
+  x.family("splash_tokens_total", "counter", "tokens run through the model");
+  x.sample("splash_tokens_total{kind=\"prefill\"}", static_cast<double>(e.metrics.prefill_tokens));
+  x.sample("splash_tokens_total{kind=\"decode\"}", static_cast<double>(e.metrics.decode_tokens));
+  x.family("splash_ttft_ms", "gauge", "time to first token over recent requests, milliseconds");
+  x.sample("splash_ttft_ms{quantile=\"0.5\"}", e.metrics.ttft_ms.p50);
+  x.sample("splash_ttft_ms{quantile=\"0.95\"}", e.metrics.ttft_ms.p95);
+  x.family("splash_itl_ms", "gauge", "inter-token latency over recent tokens, milliseconds");
+  x.sample("splash_itl_ms{quantile=\"0.5\"}", e.metrics.itl_ms.p50);
+  x.sample("splash_itl_ms{quantile=\"0.95\"}", e.metrics.itl_ms.p95);
+  x.family("splash_memory_budget_bytes", "gauge", "hard memory budget of the start-up plan");
+  x.sample("splash_memory_budget_bytes", static_cast<double>(s.plan.hard_budget_bytes));
+  return x.take();
+}
+
+}  // namespace splash::app
