@@ -2,9 +2,16 @@
 // fixed pseudo-random tokens into an empty cache in one forward call; "tgN" decodes N tokens one
 // forward call each after a one-token prompt. Each test runs r times after one untimed warm-up; the
 // table shows the median tok/s and the min-max spread. A benchmark, not a test: nothing is asserted.
+//
+// Memory: the model's weight bytes, the KV pool's bytes, resident memory after load (VmRSS, split
+// into file-backed pages, i.e. the mapped weights touched so far, and anonymous memory: copies made
+// at load, KV pool, arenas) and the peak (VmHWM) after every run, so "resident = weights + KV +
+// small arenas" can be checked. --profile adds a per-op time breakdown (forward_profile.h).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <fstream>
 #include <optional>
 #include <string>
 #include <vector>
@@ -29,13 +36,37 @@ struct BenchArgs {
   std::string kv_format = "int8";
   int64_t chunk = 0;
   bool json = false;
+  bool profile = false;
 };
+
+// Resident-memory figures from /proc/self/status, in bytes (0 when the field is absent).
+struct MemoryStatus {
+  uint64_t rss = 0;       // VmRSS
+  uint64_t rss_anon = 0;  // RssAnon: heap, copies made at load, the KV pool
+  uint64_t rss_file = 0;  // RssFile: file-backed pages, i.e. the mapped weights touched
+  uint64_t hwm = 0;       // VmHWM: peak RSS so far
+};
+
+MemoryStatus read_memory_status() {
+  MemoryStatus m;
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    unsigned long long kb = 0;
+    if (std::sscanf(line.c_str(), "VmRSS: %llu kB", &kb) == 1) m.rss = kb * 1024;
+    else if (std::sscanf(line.c_str(), "RssAnon: %llu kB", &kb) == 1) m.rss_anon = kb * 1024;
+    else if (std::sscanf(line.c_str(), "RssFile: %llu kB", &kb) == 1) m.rss_file = kb * 1024;
+    else if (std::sscanf(line.c_str(), "VmHWM: %llu kB", &kb) == 1) m.hwm = kb * 1024;
+  }
+  return m;
+}
 
 struct BenchResult {
   std::string test;
   int64_t n_tokens = 0;
   std::vector<double> tok_s;  // [reps]
   double median = 0, min = 0, max = 0;
+  ForwardProfile profile;     // timed runs only; empty without --profile
 };
 
 using Clock = std::chrono::steady_clock;
@@ -100,7 +131,9 @@ int usage_error(const std::string& msg) {
   return 2;
 }
 
-int run_bench(const BenchArgs& a) {
+int run_bench(BenchArgs a) {
+  // SPLASH_PROFILE=1 is the same as --profile (read here, at the edge; the forward takes a pointer).
+  if (const char* e = std::getenv("SPLASH_PROFILE"); e != nullptr && *e != '\0' && std::string(e) != "0") a.profile = true;
   if (a.reps < 1) return usage_error(str_cat("-r ", a.reps, " must be >= 1"));
   if (a.tg < 0) return usage_error(str_cat("-n ", a.tg, " is negative"));
   if (a.threads < 0) return usage_error(str_cat("--threads ", a.threads, " is negative"));
@@ -131,6 +164,7 @@ int run_bench(const BenchArgs& a) {
     return usage_error(str_cat("a test needs ", longest, " positions; the model's context limit is ", m.max_context()));
   auto kv = KvPagePool::create(m.kv_cache_config(format, longest / kKvPageTokens + 2));
   if (!kv.ok()) return std::fprintf(stderr, "error: %s\n", kv.error_message().c_str()), 1;
+  const MemoryStatus mem_load = read_memory_status();
   ThreadPool threads(a.threads);
   ForwardOptions fo;
   fo.chunk_tokens = a.chunk;
@@ -145,8 +179,10 @@ int run_bench(const BenchArgs& a) {
     // time_decode times every token after the first (the one-token prompt): N + 1 tokens time N steps.
     std::vector<int32_t> t(toks.begin(), toks.begin() + std::min<int64_t>(n, static_cast<int64_t>(toks.size())));
     if (decode) t.push_back(toks[0]);
+    ForwardOptions run_fo = fo;
     for (int i = 0; i <= a.reps; ++i) {  // i == 0: untimed warm-up
-      SPLASH_TRY(double s, decode ? time_decode(m, *kv, threads, t, fo) : time_prefill(m, *kv, threads, t, fo));
+      run_fo.profile = a.profile && i > 0 ? &r.profile : nullptr;
+      SPLASH_TRY(double s, decode ? time_decode(m, *kv, threads, t, run_fo) : time_prefill(m, *kv, threads, t, run_fo));
       if (i > 0) r.tok_s.push_back(s > 0 ? n / s : 0);
     }
     std::vector<double> v = r.tok_s;
@@ -162,6 +198,8 @@ int run_bench(const BenchArgs& a) {
   for (int64_t p : a.pp)
     if (Status st = run_test(false, p); !st.ok()) return std::fprintf(stderr, "error: %s\n", st.error_message().c_str()), 1;
   if (Status st = run_test(true, a.tg); !st.ok()) return std::fprintf(stderr, "error: %s\n", st.error_message().c_str()), 1;
+  const MemoryStatus mem_end = read_memory_status();
+  const uint64_t kv_bytes = static_cast<uint64_t>(kv->kv_bytes_total());
 
   // "llama F32 matrices (avx2)": describe_weights() ("llama, F32 matrices (avx2), embeddings ...")
   // up to its second item; the rest (every fusion) would not fit a table column.
@@ -170,9 +208,20 @@ int run_bench(const BenchArgs& a) {
   const size_t second = first == std::string::npos ? first : weights.find(',', first + 2);
   std::string model_name = weights.substr(0, second);
   if (first != std::string::npos) model_name.replace(first, 2, " ");
+  auto profile_json = [&](const ForwardProfile& p) {
+    nlohmann::json ops = nlohmann::json::object();
+    const double n = p.forwards > 0 ? static_cast<double>(p.forwards) : 1.0;
+    for (size_t i = 0; i < p.seconds.size(); ++i)
+      if (p.calls[i] > 0) ops[forward_op_name(static_cast<ForwardOp>(i))] = p.seconds[i] * 1e3 / n;
+    return nlohmann::json{{"ms_per_forward", ops},
+                          {"forward_ms", p.forward_seconds * 1e3 / n},
+                          {"other_ms", (p.forward_seconds - p.op_seconds()) * 1e3 / n},
+                          {"cpu_ms", p.cpu_seconds * 1e3 / n},
+                          {"forwards", p.forwards}};
+  };
   if (a.json) {
     nlohmann::json out = nlohmann::json::array();
-    for (const auto& r : results)
+    for (const auto& r : results) {
       out.push_back({{"model", model_name},
                      {"weights", weights},
                      {"path", a.model},
@@ -186,7 +235,15 @@ int run_bench(const BenchArgs& a) {
                      {"tok_s_median", r.median},
                      {"tok_s_min", r.min},
                      {"tok_s_max", r.max},
-                     {"tok_s", r.tok_s}});
+                     {"tok_s", r.tok_s},
+                     {"weights_bytes", n_bytes},
+                     {"kv_bytes", kv_bytes},
+                     {"rss_load_bytes", mem_load.rss},
+                     {"rss_load_file_bytes", mem_load.rss_file},
+                     {"rss_load_anon_bytes", mem_load.rss_anon},
+                     {"rss_peak_bytes", mem_end.hwm}});
+      if (a.profile) out.back()["profile"] = profile_json(r.profile);
+    }
     std::printf("%s\n", out.dump(2).c_str());
     return 0;
   }
@@ -200,6 +257,16 @@ int run_bench(const BenchArgs& a) {
     std::snprintf(ts, sizeof ts, "%.2f (%.2f-%.2f)", r.median, r.min, r.max);
     std::printf("| %-32s | %10s | %9s | %7d | %4s | %8s | %26s |\n", model_name.c_str(), format_bytes(n_bytes).c_str(),
                 format_params(n_params).c_str(), threads.size(), kv_format_name(format), r.test.c_str(), ts);
+  }
+  std::printf("\nmemory: weights %s, KV pool %s (%lld pages); resident after load %s (mapped file %s, anonymous %s), "
+              "peak %s\n",
+              format_bytes(n_bytes).c_str(), format_bytes(kv_bytes).c_str(),
+              static_cast<long long>(kv->kv_pages_total()), format_bytes(mem_load.rss).c_str(),
+              format_bytes(mem_load.rss_file).c_str(), format_bytes(mem_load.rss_anon).c_str(),
+              format_bytes(mem_end.hwm).c_str());
+  if (a.profile) {
+    for (const auto& r : results)
+      std::printf("\nprofile %s (%d threads):\n%s", r.test.c_str(), threads.size(), r.profile.table(threads.size()).c_str());
   }
   return 0;
 }
@@ -218,6 +285,8 @@ Runner register_bench(CLI::App& app) {
   app.add_option("--kv-format", a->kv_format, "KV cache format: int8, bf16 or f32")->capture_default_str();
   app.add_option("--chunk", a->chunk, "Prefill chunk tokens (0 = the model's default)")->capture_default_str();
   app.add_flag("--json", a->json, "Print the results as JSON");
+  app.add_flag("--profile", a->profile,
+               "Time every op of the forward (matmul, attention, norms ...) and print the breakdown per test");
   app.add_option("--tokenizer", a->tokenizer, "llama2.c tokenizer.bin (default: beside the model)");
   return [a] { return run_bench(*a); };
 }

@@ -1,6 +1,7 @@
 // Model::forward: one batch of sequences, split into passes of at most chunk_tokens rows per
 // sequence; each pass runs every layer once over all its rows.
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <set>
 
@@ -44,6 +45,9 @@ Result<ForwardOutput> Model::forward(std::span<const SequenceRun> batch, KvPageP
       kc.head_dim != static_cast<int>(c.head_dim))
     return make_error("forward: the KV pool has ", kc.n_layer, " layers x ", kc.n_kv_head, " KV heads x head_dim ",
                       kc.head_dim, ", the model needs ", c.n_layer, " x ", c.n_head_kv, " x ", c.head_dim);
+  ForwardProfile* const prof = options.profile;
+  const auto prof_t0 = prof != nullptr ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+  const double prof_cpu0 = prof != nullptr ? process_cpu_seconds() : 0.0;
   const int64_t chunk = options.chunk_tokens > 0 ? options.chunk_tokens : options_.chunk_tokens;
   for (int il : options.hidden_layers)
     if (il < 0 || il >= static_cast<int>(c.n_layer))
@@ -123,7 +127,10 @@ Result<ForwardOutput> Model::forward(std::span<const SequenceRun> batch, KvPageP
 
     grow(x, n * d);
     size_workspace(ws, c, n);
-    SPLASH_CHECK(embedding_lookup(weights_->embed, tokens.data(), n, x.data()).ok());  // ids checked above
+    {
+      ProfileScope ps(prof, ForwardOp::kEmbedding);
+      SPLASH_CHECK(embedding_lookup(weights_->embed, tokens.data(), n, x.data()).ok());  // ids checked above
+    }
 
     LayerContext ctx;
     ctx.config = &c;
@@ -136,6 +143,7 @@ Result<ForwardOutput> Model::forward(std::span<const SequenceRun> batch, KvPageP
     ctx.positions = positions.data();
     ctx.runs = runs;
     ctx.ws = &ws;
+    ctx.profile = prof;
     for (uint32_t il = 0; il < c.n_layer; ++il) {
       ctx.il = static_cast<int>(il);
       arch_->layer_forward(weights_->layers[il], ctx);
@@ -161,6 +169,7 @@ Result<ForwardOutput> Model::forward(std::span<const SequenceRun> batch, KvPageP
       }
     }
     if (!picks.empty()) {
+      ProfileScope ps(prof, ForwardOp::kLogits);
       const int64_t np = static_cast<int64_t>(picks.size());
       grow(final_rows, np * d);
       grow(final_logits, np * n_vocab);
@@ -173,6 +182,12 @@ Result<ForwardOutput> Model::forward(std::span<const SequenceRun> batch, KvPageP
                     n_vocab * sizeof(float));
     }
     for (size_t r = 0; r < runs.size(); ++r) done[run_of[r]] += runs[r].n_rows;
+  }
+  if (prof != nullptr) {
+    prof->forward_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - prof_t0).count();
+    prof->cpu_seconds += process_cpu_seconds() - prof_cpu0;
+    ++prof->forwards;
+    prof->tokens += n_total;
   }
   return out;
 }

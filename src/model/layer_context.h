@@ -7,11 +7,13 @@
 #include <span>
 #include <vector>
 
+#include "backend/cpu/attention.h"
 #include "backend/cpu/cpu_features.h"
 #include "backend/cpu/rope.h"
 #include "cache/kv_pages.h"
 #include "core/thread_pool.h"
 #include "formats/model_config.h"
+#include "model/forward_profile.h"
 
 namespace splash {
 
@@ -34,6 +36,7 @@ struct Workspace {
   std::vector<float> ff;    // [n_rows, 2 n_ff] gate and up
   std::vector<float> act;   // [n_rows, n_ff] swiglu output
   std::vector<float> out;   // [n_rows, n_embd] block output before the residual add
+  AttentionScratch attn;    // attention's tiles, reused by every layer and pass
 };
 
 struct LayerContext {
@@ -48,6 +51,7 @@ struct LayerContext {
   const int32_t* positions = nullptr; // [n_rows]
   std::span<const RowRun> runs;
   Workspace* ws = nullptr;
+  ForwardProfile* profile = nullptr;  // nullptr: no timing
 };
 
 }  // namespace splash

@@ -35,6 +35,7 @@
 #include "core/thread_pool.h"
 #include "formats/model_config.h"
 #include "formats/model_files.h"
+#include "model/forward_profile.h"
 
 namespace splash {
 
@@ -85,6 +86,8 @@ struct ForwardOptions {
   // every token of the batch.
   std::vector<int> hidden_layers;
   int64_t chunk_tokens = 0;  // 0 = ModelOptions::chunk_tokens
+  // Per-op timing (forward_profile.h), accumulated across calls; nullptr = off (no clock reads).
+  ForwardProfile* profile = nullptr;
 };
 
 struct ForwardOutput {

@@ -37,7 +37,9 @@ void add_bias(float* y, const std::vector<float>& bias, int64_t n_rows, int64_t 
 }
 
 // y[:, :] = x * P^T + bias, y [n_rows, P.rows()] contiguous.
-void project(const Projection& p, const float* x, float* y, int64_t n_rows, ThreadPool& threads) {
+void project(const Projection& p, const float* x, float* y, int64_t n_rows, ThreadPool& threads,
+             ForwardProfile* prof) {
+  ProfileScope ps(prof, ForwardOp::kMatmul);
   matmul(p.w, x, y, n_rows, threads);
   add_bias(y, p.bias, n_rows, p.w.rows());
 }
@@ -50,12 +52,17 @@ void attention_block(const AttentionWeights& w, LayerContext& ctx) {
   const int64_t n = ctx.n_rows, d = c.n_embd, hd = c.head_dim;
   const int64_t q_dim = c.n_head * hd, kv_dim = c.n_head_kv * hd;
 
-  rms_norm(ctx.x, w.norm.data(), c.rms_eps, ws.h.data(), n, d, ctx.isa);
+  ForwardProfile* const prof = ctx.profile;
+  {
+    ProfileScope ps(prof, ForwardOp::kNorm);
+    rms_norm(ctx.x, w.norm.data(), c.rms_eps, ws.h.data(), n, d, ctx.isa);
+  }
   if (w.qkv.size() == 1) {
     // One weight pass for q, k and v; the split copies give each of them contiguous rows, which
     // the KV store and attention want per sequence.
     const int64_t stride = q_dim + 2 * kv_dim;
-    project(w.qkv[0], ws.h.data(), ws.qkv.data(), n, *ctx.threads);
+    project(w.qkv[0], ws.h.data(), ws.qkv.data(), n, *ctx.threads, prof);
+    ProfileScope ps(prof, ForwardOp::kCopy);
     for (int64_t r = 0; r < n; ++r) {
       const float* src = ws.qkv.data() + r * stride;
       std::memcpy(ws.q.data() + r * q_dim, src, q_dim * sizeof(float));
@@ -63,31 +70,42 @@ void attention_block(const AttentionWeights& w, LayerContext& ctx) {
       std::memcpy(ws.v.data() + r * kv_dim, src + q_dim + kv_dim, kv_dim * sizeof(float));
     }
   } else {
-    project(w.qkv[0], ws.h.data(), ws.q.data(), n, *ctx.threads);
-    project(w.qkv[1], ws.h.data(), ws.k.data(), n, *ctx.threads);
-    project(w.qkv[2], ws.h.data(), ws.v.data(), n, *ctx.threads);
+    project(w.qkv[0], ws.h.data(), ws.q.data(), n, *ctx.threads, prof);
+    project(w.qkv[1], ws.h.data(), ws.k.data(), n, *ctx.threads, prof);
+    project(w.qkv[2], ws.h.data(), ws.v.data(), n, *ctx.threads, prof);
   }
   if (!w.q_norm.empty()) {
+    ProfileScope ps(prof, ForwardOp::kNorm);
     rms_norm_heads(ws.q.data(), w.q_norm.data(), c.rms_eps, ws.q.data(), n, c.n_head, hd, ctx.isa);
     rms_norm_heads(ws.k.data(), w.k_norm.data(), c.rms_eps, ws.k.data(), n, c.n_head_kv, hd, ctx.isa);
   }
-  rope_apply(ws.q.data(), n, c.n_head, ctx.positions, *ctx.rope);
-  rope_apply(ws.k.data(), n, c.n_head_kv, ctx.positions, *ctx.rope);
+  {
+    ProfileScope ps(prof, ForwardOp::kRope);
+    rope_apply(ws.q.data(), n, c.n_head, ctx.positions, *ctx.rope);
+    rope_apply(ws.k.data(), n, c.n_head_kv, ctx.positions, *ctx.rope);
+  }
 
-  for (const RowRun& run : ctx.runs)
-    ctx.kv->write(*run.kv, ctx.il, run.pos0, run.n_rows, ws.k.data() + run.row0 * kv_dim,
-                  ws.v.data() + run.row0 * kv_dim);
+  {
+    ProfileScope ps(prof, ForwardOp::kKvStore);
+    for (const RowRun& run : ctx.runs)
+      ctx.kv->write(*run.kv, ctx.il, run.pos0, run.n_rows, ws.k.data() + run.row0 * kv_dim,
+                    ws.v.data() + run.row0 * kv_dim);
+  }
 
   AttentionParams ap;
   ap.n_head = static_cast<int>(c.n_head);
   ap.n_kv_head = static_cast<int>(c.n_head_kv);
   ap.head_dim = static_cast<int>(hd);
   ap.level = ctx.isa;
-  for (const RowRun& run : ctx.runs)
-    attention(ws.q.data() + run.row0 * q_dim, run.n_rows, run.pos0, ctx.kv->view(*run.kv, ctx.il), ap,
-              ws.att.data() + run.row0 * q_dim, *ctx.threads);
+  {
+    ProfileScope ps(prof, ForwardOp::kAttention);
+    for (const RowRun& run : ctx.runs)
+      attention(ws.q.data() + run.row0 * q_dim, run.n_rows, run.pos0, ctx.kv->view(*run.kv, ctx.il), ap,
+                ws.att.data() + run.row0 * q_dim, *ctx.threads, &ws.attn);
+  }
 
-  project(w.o, ws.att.data(), ws.out.data(), n, *ctx.threads);
+  project(w.o, ws.att.data(), ws.out.data(), n, *ctx.threads, prof);
+  ProfileScope ps(prof, ForwardOp::kResidual);
   add(ctx.x, ws.out.data(), ctx.x, n * d);
 }
 

@@ -21,18 +21,34 @@ void swiglu_mlp_block(const MlpWeights& w, LayerContext& ctx) {
   Workspace& ws = *ctx.ws;
   const int64_t n = ctx.n_rows, d = c.n_embd, f = c.n_ff;
 
-  rms_norm(ctx.x, w.norm.data(), c.rms_eps, ws.h.data(), n, d, ctx.isa);
+  ForwardProfile* const prof = ctx.profile;
+  {
+    ProfileScope ps(prof, ForwardOp::kNorm);
+    rms_norm(ctx.x, w.norm.data(), c.rms_eps, ws.h.data(), n, d, ctx.isa);
+  }
   if (w.gate_up.size() == 1) {
-    matmul(w.gate_up[0].w, ws.h.data(), ws.ff.data(), n, *ctx.threads);  // [n, 2f]: gate | up
+    {
+      ProfileScope ps(prof, ForwardOp::kMatmul);
+      matmul(w.gate_up[0].w, ws.h.data(), ws.ff.data(), n, *ctx.threads);  // [n, 2f]: gate | up
+    }
+    ProfileScope ps(prof, ForwardOp::kActivation);
     swiglu(ws.ff.data(), ws.ff.data() + f, 2 * f, ws.act.data(), n, f, ctx.isa);
   } else {
     float* gate = ws.ff.data();
     float* up = ws.ff.data() + n * f;
-    matmul(w.gate_up[0].w, ws.h.data(), gate, n, *ctx.threads);
-    matmul(w.gate_up[1].w, ws.h.data(), up, n, *ctx.threads);
+    {
+      ProfileScope ps(prof, ForwardOp::kMatmul);
+      matmul(w.gate_up[0].w, ws.h.data(), gate, n, *ctx.threads);
+      matmul(w.gate_up[1].w, ws.h.data(), up, n, *ctx.threads);
+    }
+    ProfileScope ps(prof, ForwardOp::kActivation);
     swiglu(gate, up, f, ws.act.data(), n, f, ctx.isa);
   }
-  matmul(w.down.w, ws.act.data(), ws.out.data(), n, *ctx.threads);
+  {
+    ProfileScope ps(prof, ForwardOp::kMatmul);
+    matmul(w.down.w, ws.act.data(), ws.out.data(), n, *ctx.threads);
+  }
+  ProfileScope ps(prof, ForwardOp::kResidual);
   add(ctx.x, ws.out.data(), ctx.x, n * d);
 }
 
