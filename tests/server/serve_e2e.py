@@ -117,7 +117,8 @@ class CommandLine(unittest.TestCase):
         self.assertIn("SPLASH_PORT or 8000", r.stdout)
         self.assertIn("/status show the effective context", r.stdout.replace("\n", " "))
         # Groups in the spec's order.
-        pos = [r.stdout.find(g) for g in ["Model", "Network and access", "Memory and context", "API", "Requests"]]
+        pos = [r.stdout.find("\n" + g + ":") for g in ["Model", "Network and access", "Memory and context", "API",
+                                                        "Requests"]]
         self.assertTrue(all(p >= 0 for p in pos) and pos == sorted(pos), pos)
 
     def test_bad_values_exit_2_naming_the_flag(self):
