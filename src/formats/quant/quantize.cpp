@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <cstring>
 
 #include "core/half.h"
@@ -14,6 +15,17 @@
 namespace splash::quant {
 
 namespace {
+
+// float -> integer code as ggml's C casts do for every finite in-range value (truncation), but
+// saturating out-of-range values and mapping NaN to 0: a subnormal block gives an infinite inverse
+// scale, and casting inf to an integer is undefined behaviour (ggml has it; we must not).
+template <typename T>
+T saturate_cast(float v) {
+  if (!(v == v)) return 0;
+  constexpr float lo = static_cast<float>(std::numeric_limits<T>::min());
+  constexpr float hi = static_cast<float>(std::numeric_limits<T>::max());
+  return static_cast<T>(v < lo ? lo : (v > hi ? hi : v));
+}
 
 template <class Block>
 void store(const Block& b, uint8_t* p) {
@@ -39,7 +51,7 @@ BlockQ8_0 q8_0(const float* x) {
   const float id = d != 0.0f ? 1.0f / d : 0.0f;
   BlockQ8_0 b;
   b.d = f32_to_f16(d);
-  for (int j = 0; j < kQK8_0; ++j) b.qs[j] = static_cast<int8_t>(std::roundf(x[j] * id));
+  for (int j = 0; j < kQK8_0; ++j) b.qs[j] = saturate_cast<int8_t>(std::roundf(x[j] * id));
   return b;
 }
 
@@ -52,8 +64,8 @@ BlockQ4_0 q4_0(const float* x) {
   BlockQ4_0 b;
   b.d = f32_to_f16(d);
   for (int j = 0; j < kQK4_0 / 2; ++j) {
-    const int lo = std::min(15, static_cast<int>(static_cast<int8_t>(x[j] * id + 8.5f)));
-    const int hi = std::min(15, static_cast<int>(static_cast<int8_t>(x[j + kQK4_0 / 2] * id + 8.5f)));
+    const int lo = std::min(15, static_cast<int>(saturate_cast<int8_t>(x[j] * id + 8.5f)));
+    const int hi = std::min(15, static_cast<int>(saturate_cast<int8_t>(x[j + kQK4_0 / 2] * id + 8.5f)));
     b.qs[j] = static_cast<uint8_t>(lo | (hi << 4));
   }
   return b;
@@ -77,8 +89,8 @@ BlockQ4_1 q4_1(const float* x) {
   b.d = f32_to_f16(d);
   b.m = f32_to_f16(mn);
   for (int j = 0; j < kQK4_1 / 2; ++j) {
-    const int lo = std::min(15, static_cast<int>(static_cast<int8_t>((x[j] - mn) * id + 0.5f)));
-    const int hi = std::min(15, static_cast<int>(static_cast<int8_t>((x[j + kQK4_1 / 2] - mn) * id + 0.5f)));
+    const int lo = std::min(15, static_cast<int>(saturate_cast<int8_t>((x[j] - mn) * id + 0.5f)));
+    const int hi = std::min(15, static_cast<int>(saturate_cast<int8_t>((x[j + kQK4_1 / 2] - mn) * id + 0.5f)));
     b.qs[j] = static_cast<uint8_t>(lo | (hi << 4));
   }
   return b;
@@ -93,8 +105,8 @@ BlockQ5_0 q5_0(const float* x) {
   b.d = f32_to_f16(d);
   uint32_t qh = 0;
   for (int j = 0; j < kQK5_0 / 2; ++j) {
-    const int lo = std::min(31, static_cast<int>(static_cast<int8_t>(x[j] * id + 16.5f)));
-    const int hi = std::min(31, static_cast<int>(static_cast<int8_t>(x[j + kQK5_0 / 2] * id + 16.5f)));
+    const int lo = std::min(31, static_cast<int>(saturate_cast<int8_t>(x[j] * id + 16.5f)));
+    const int hi = std::min(31, static_cast<int>(saturate_cast<int8_t>(x[j + kQK5_0 / 2] * id + 16.5f)));
     b.qs[j] = static_cast<uint8_t>((lo & 0xF) | ((hi & 0xF) << 4));
     qh |= static_cast<uint32_t>((lo >> 4) & 1) << j;
     qh |= static_cast<uint32_t>((hi >> 4) & 1) << (j + 16);
@@ -113,8 +125,8 @@ BlockQ5_1 q5_1(const float* x) {
   b.m = f32_to_f16(mn);
   uint32_t qh = 0;
   for (int j = 0; j < kQK5_1 / 2; ++j) {
-    const int lo = static_cast<uint8_t>((x[j] - mn) * id + 0.5f);
-    const int hi = static_cast<uint8_t>((x[j + kQK5_1 / 2] - mn) * id + 0.5f);
+    const int lo = saturate_cast<uint8_t>((x[j] - mn) * id + 0.5f);
+    const int hi = saturate_cast<uint8_t>((x[j + kQK5_1 / 2] - mn) * id + 0.5f);
     b.qs[j] = static_cast<uint8_t>((lo & 0xF) | ((hi & 0xF) << 4));
     qh |= static_cast<uint32_t>((lo >> 4) & 1) << j;
     qh |= static_cast<uint32_t>((hi >> 4) & 1) << (j + 16);

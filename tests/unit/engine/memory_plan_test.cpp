@@ -15,6 +15,19 @@
 #include "testmodel/test_model.h"
 
 // --- allocation counter -----------------------------------------------------------------------------
+// Not under AddressSanitizer: it owns operator new/delete itself (replacing them would switch off its
+// heap checks for every engine test, and blocks it allocated reach our delete without our header).
+#if defined(__SANITIZE_ADDRESS__)
+#define SPLASH_COUNTING_NEW 0
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define SPLASH_COUNTING_NEW 0
+#endif
+#endif
+#ifndef SPLASH_COUNTING_NEW
+#define SPLASH_COUNTING_NEW 1
+#endif
+#if SPLASH_COUNTING_NEW
 // The forward's scratch is measured by counting live heap bytes through a replaced operator new
 // (test binary only): the peak during one pass minus the level before it is what the plan's arena
 // estimate must cover. Sized header in front of each block so delete knows the size.
@@ -47,6 +60,7 @@ void operator delete(void* p) noexcept { counted_free(p); }
 void operator delete[](void* p) noexcept { counted_free(p); }
 void operator delete(void* p, size_t) noexcept { counted_free(p); }
 void operator delete[](void* p, size_t) noexcept { counted_free(p); }
+#endif  // SPLASH_COUNTING_NEW
 
 namespace splash {
 namespace {
@@ -347,6 +361,10 @@ TEST(MemoryPlan, ForwardScratchEstimateCoversAMeasuredPrefillChunk) {
   SequenceState seq;
   SequenceRun run{&seq, prompt, LogitRows::kLast};
 
+#if !SPLASH_COUNTING_NEW
+  (void)run;
+  GTEST_SKIP() << "allocation counting is off under AddressSanitizer (it replaces operator new itself)";
+#else
   const int64_t before = g_live.load();
   g_peak.store(before);
   auto out = model->forward({&run, 1}, *kv, threads);
@@ -358,6 +376,7 @@ TEST(MemoryPlan, ForwardScratchEstimateCoversAMeasuredPrefillChunk) {
   EXPECT_GE(estimate, static_cast<uint64_t>(measured)) << "measured " << measured;
   // And not so loose that it is meaningless: within 4x of what the pass really used.
   EXPECT_LE(estimate, static_cast<uint64_t>(measured) * 4) << "measured " << measured;
+#endif
 }
 
 }  // namespace
