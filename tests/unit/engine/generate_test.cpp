@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "gtest/gtest.h"
+#include "scheduler_test_util.h"
 #include "testmodel/test_model.h"
 #include "tokenizer/model_tokenizer.h"
 
@@ -33,29 +34,9 @@ class TempDir {
   std::string path_;
 };
 
-struct Loaded {
-  ModelFiles files;
-  std::unique_ptr<Tokenizer> tokenizer;
-  Model model;
-};
-
-// Loads the model at `path`; the ModelFiles must outlive the Model, so both live in one object.
-std::unique_ptr<Loaded> load(const std::string& path, const ModelOptions& mopts = {}) {
-  auto files = ModelFiles::open(path);
-  EXPECT_TRUE(files.ok()) << files.error_message();
-  if (!files.ok()) return nullptr;
-  auto out = std::make_unique<Loaded>();
-  out->files = std::move(*files);
-  auto tok = load_model_tokenizer(out->files);
-  EXPECT_TRUE(tok.ok() && *tok) << (tok.ok() ? "no tokenizer" : tok.error_message());
-  if (!tok.ok() || !*tok) return nullptr;
-  out->tokenizer = std::move(*tok);
-  auto model = Model::load(out->files, mopts);
-  EXPECT_TRUE(model.ok()) << model.error_message();
-  if (!model.ok()) return nullptr;
-  out->model = std::move(*model);
-  return out;
-}
+// The model loader shared with the scheduler tests (ModelFiles and Model kept together).
+using Loaded = sched_test::LoadedModel;
+using sched_test::load_model;
 
 class GenerateTiny : public ::testing::Test {
  protected:
@@ -70,7 +51,7 @@ class GenerateTiny : public ::testing::Test {
   static void TearDownTestSuite() { dir_.reset(); }
 
   void SetUp() override {
-    m_ = load(path_);
+    m_ = load_model(path_);
     ASSERT_TRUE(m_);
     prompt_ = {m_->tokenizer->bos_id()};
     for (int32_t id : m_->tokenizer->encode("the cat sat", false, false)) prompt_.push_back(id);
@@ -205,7 +186,7 @@ TEST_F(GenerateTiny, BadInputsAreErrors) {
 TEST_F(GenerateTiny, StopsAtContextLimit) {
   ModelOptions mo;
   mo.max_context = 64;
-  auto small = load(path_, mo);
+  auto small = load_model(path_, mo);
   ASSERT_TRUE(small);
   ASSERT_EQ(small->model.max_context(), 64);
   std::vector<int32_t> long_prompt(64, prompt_[1]);
@@ -242,7 +223,7 @@ std::vector<int32_t> read_ids(const std::string& path) {
 TEST(GenerateStories15M, GreedyFromBosMatchesGolden) {
   const std::string path = demo_dir() + "/stories15M.bin";
   if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " is absent";
-  auto m = load(path);
+  auto m = load_model(path);
   ASSERT_TRUE(m);
   GenerateOptions o;
   o.max_tokens = 50;
