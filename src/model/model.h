@@ -55,18 +55,30 @@ struct ModelOptions {
   int64_t chunk_tokens = 256;
 };
 
-// What a sequence carries between forward calls: its KV pages (positions [0, n_tokens)).
-// Plain data, owned by the caller (engine lane, speculative branch, test).
+// What a sequence carries between forward calls: its KV pages (positions [0, n_tokens)) and, for
+// hybrid models, the state of its recurrent layers. Plain data, owned by the caller (engine lane,
+// speculative branch, test).
 struct SequenceState {
   KvPageTable kv;
+  // Recurrent layers' state after the first n_tokens() tokens (conv windows and delta-rule
+  // matrices, fp32, layout owned by the architecture); empty for attention-only models
+  // (Model::recurrent_state_floats() == 0). This is the prefix cache's checkpoint group (spec 5.1):
+  // it cannot be truncated, so a checkpoint is a copy of this vector taken at a token boundary, and
+  // resuming from it = truncate the KV to that length and assign the copy back.
+  std::vector<float> recurrent;
   int64_t n_tokens() const { return kv.n_tokens; }
 };
 
 // Drops positions >= n_tokens (speculative rollback): the next forward continues at n_tokens.
+// Only the KV: with recurrent state, the caller must also put back a snapshot taken at n_tokens
+// (or replay tokens from an earlier one).
 inline void truncate_sequence(KvPagePool& pool, SequenceState& seq, int64_t n_tokens) {
   pool.truncate(seq.kv, n_tokens);
 }
-inline void release_sequence(KvPagePool& pool, SequenceState& seq) { pool.release(seq.kv); }
+inline void release_sequence(KvPagePool& pool, SequenceState& seq) {
+  pool.release(seq.kv);
+  seq.recurrent.clear();
+}
 
 enum class LogitRows : uint8_t {
   kLast,  // logits of the run's last token (decode, end of prefill)
@@ -125,6 +137,10 @@ class Model {
   // The KV pool shape this model needs; the caller picks format and size (memory plan).
   KvCacheConfig kv_cache_config(KvFormat format, int64_t n_pages) const;
 
+  // Size of SequenceState::recurrent for one sequence (hybrid models); 0 = attention-only, no
+  // checkpoint group (spec 5.1).
+  int64_t recurrent_state_floats() const { return recurrent_state_floats_; }
+
   // Runs the batch: reserves KV positions for every run's tokens in `kv`, stores their K/V, and
   // returns the requested logits and hidden states. Errors (nothing changed): a token id outside
   // the vocabulary, an empty run, the same sequence twice, a position past max_context(), a pool
@@ -137,6 +153,7 @@ class Model {
   ModelConfig config_;
   ModelOptions options_;
   int64_t max_context_ = 0;
+  int64_t recurrent_state_floats_ = 0;
   const Architecture* arch_ = nullptr;
   std::unique_ptr<ModelWeights> weights_;
   std::string weights_summary_;

@@ -1,0 +1,83 @@
+// The prefix cache's second tier (spec 5.4, 5.6): whole KV pages and recurrent-state checkpoints,
+// keyed by chained block hashes, kept outside RAM. The RAM tier (prefix_cache.h) hands a block over
+// when it evicts it, and asks for one when its own index misses; the disk store (cache/disk/)
+// implements this interface. Keeping the RAM tier behind this interface lets it run, and be tested,
+// without a disk tier (nullptr) and lets the disk store be tested without an engine.
+//
+// Keys: BlockKey of block i = hash(key of block i-1, the block's 32 token ids), the chain starting
+// from a namespace key (model layout, KV geometry and format, build: see namespace_key), so one key
+// names one exact token prefix of one model layout. Payloads are opaque bytes to the store.
+//
+// Thread-safety: every method may be called from any thread; put() never blocks on I/O.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "core/result.h"
+
+namespace splash {
+
+struct BlockKey {
+  uint64_t hi = 0, lo = 0;
+  friend bool operator==(const BlockKey&, const BlockKey&) = default;
+};
+
+struct BlockKeyHash {
+  size_t operator()(const BlockKey& k) const { return static_cast<size_t>(k.lo ^ (k.hi * 0x9e3779b97f4a7c15ull)); }
+};
+
+enum class BlockKind : uint8_t {
+  kKvPage = 1,  // one 32-token KV page, all layers (KvPagePool page bytes)
+  kState = 2,   // a recurrent-state checkpoint (SequenceState::recurrent) at the end of the block
+};
+
+struct BlockInfo {
+  BlockKey key;     // the chained key of the prefix ending with this block
+  BlockKey parent;  // the key of the prefix before it (the namespace key for the first block)
+  BlockKind kind = BlockKind::kKvPage;
+  int64_t n_tokens = 0;  // tokens from the start of the sequence to the end of this block
+};
+
+struct BlockStoreStats {
+  int64_t records = 0;          // records present
+  int64_t bytes_used = 0;       // bytes on disk (never above the quota)
+  int64_t quota_bytes = 0;
+  int64_t bytes_written = 0;    // since start
+  int64_t bytes_read = 0;       // since start
+  int64_t writes_dropped = 0;   // put() refused (queue full, quota, disabled file)
+  int64_t read_failures = 0;    // get() errors (corrupt, truncated, I/O) counted as misses
+  int64_t restored_records = 0; // taken back from a persistent directory at start
+};
+
+class BlockStore {
+ public:
+  virtual ~BlockStore() = default;
+
+  // Queues a copy of the block for writing off the caller's thread. tokens: the block's own token
+  // ids (stored to check a hit against hash collisions). Returns false (and the block is simply
+  // lost, as without a disk tier) when the bounded write queue is full or the store is disabled.
+  virtual bool put(const BlockInfo& info, std::span<const int32_t> tokens, std::span<const uint8_t> payload) = 0;
+
+  // Whether a record of that key and kind is present (index only, no I/O).
+  virtual bool contains(const BlockKey& key, BlockKind kind) const = 0;
+
+  // Reads and verifies a record (checksum, key, kind, tokens). An error is a miss (corrupt or
+  // truncated record, I/O error, evicted meanwhile): the caller falls back to a shorter prefix.
+  virtual Result<std::vector<uint8_t>> get(const BlockKey& key, BlockKind kind, std::span<const int32_t> tokens) = 0;
+
+  // Blocks until every queued write is on disk (clean stop, tests).
+  virtual void flush() = 0;
+
+  virtual BlockStoreStats stats() const = 0;
+};
+
+// The chain's starting key for one cache namespace: a description of everything that makes KV bytes
+// comparable (format version, model layout and weights identity, KV geometry and format, build).
+BlockKey namespace_key(std::string_view description);
+// The key of the prefix `parent` extended by one block of token ids.
+BlockKey chain_block_key(const BlockKey& parent, std::span<const int32_t> tokens);
+
+}  // namespace splash
