@@ -67,7 +67,7 @@ Status KvPagePool::make_last_page_private(KvPageTable& table) {
     return make_error("kv cache full: no free page to copy a shared page (", config_.n_pages, " pages in use)");
   }
   const int32_t copy = take_page();
-  std::memcpy(page_data(copy), page_data(last), static_cast<size_t>(geo_.page_bytes()));
+  std::memcpy(raw_page(copy), raw_page(last), static_cast<size_t>(geo_.page_bytes()));
   drop_page(last);
   table.pages.back() = copy;
   return {};
@@ -99,7 +99,7 @@ void KvPagePool::write(const KvPageTable& table, int il, int64_t pos0, int64_t n
     const int64_t pos = pos0 + i;
     const int32_t page = table.pages[static_cast<size_t>(pos / kKvPageTokens)];
     SPLASH_CHECK_MSG(refcount(page) == 1, "kv cache: write into a shared page (missing append / copy-on-write)");
-    uint8_t* base = page_data(page);
+    uint8_t* base = raw_page(page);
     const int slot = static_cast<int>(pos % kKvPageTokens);
     kv_store_row(geo_, base + geo_.k_offset(il), slot, k + i * row);
     kv_store_row(geo_, base + geo_.v_offset(il), slot, v + i * row);
@@ -125,6 +125,32 @@ KvPageTable KvPagePool::share_prefix(const KvPageTable& src, int64_t n_tokens) {
   for (int32_t page : t.pages) ++refcount_[static_cast<size_t>(page)];
   t.n_tokens = n_tokens;
   return t;
+}
+
+void KvPagePool::retain_page(int32_t page) {
+  SPLASH_CHECK(refcount(page) > 0);
+  ++refcount_[static_cast<size_t>(page)];
+}
+
+void KvPagePool::release_page(int32_t page) {
+  SPLASH_CHECK(page >= 0 && page < config_.n_pages);
+  drop_page(page);
+}
+
+void KvPagePool::copy_page(int32_t dst, int32_t src) {
+  SPLASH_CHECK(refcount(src) > 0);
+  SPLASH_CHECK_MSG(refcount(dst) == 1, "kv cache: copy into a shared or free page");
+  std::memcpy(raw_page(dst), raw_page(src), static_cast<size_t>(geo_.page_bytes()));
+}
+
+const uint8_t* KvPagePool::page_data(int32_t page) const {
+  SPLASH_CHECK(page >= 0 && page < config_.n_pages);
+  return memory_.get() + page * geo_.page_bytes();
+}
+
+uint8_t* KvPagePool::page_data_mut(int32_t page) {
+  SPLASH_CHECK_MSG(refcount(page) == 1, "kv cache: write into a shared or free page");
+  return raw_page(page);
 }
 
 PagedKvView KvPagePool::view(const KvPageTable& table, int il) const {

@@ -81,6 +81,20 @@ class KvPagePool {
   // If the table's last page is shared, replaces it by a private copy. Errors: pool exhausted.
   Status make_last_page_private(KvPageTable& table);
 
+  // --- single pages, for the prefix cache (prefix_cache.h): it holds one reference per cached page.
+  // A free page with refcount 1, or -1 when the pool is exhausted.
+  int32_t allocate_page() { return free_.empty() ? -1 : take_page(); }
+  // One more reference to a page in use (CHECK: refcount > 0).
+  void retain_page(int32_t page);
+  // Drops one reference; the page is free again at zero.
+  void release_page(int32_t page);
+  // Copies every byte (all layers, K and V, scales) of page src into page dst (dst private: CHECK).
+  void copy_page(int32_t dst, int32_t src);
+  // A page's bytes (page_bytes() of them), to hand to the disk tier or fill from it. Writing through
+  // page_data_mut needs the page private (CHECK).
+  const uint8_t* page_data(int32_t page) const;
+  uint8_t* page_data_mut(int32_t page);
+
   // What attention reads for layer il of this table.
   PagedKvView view(const KvPageTable& table, int il) const;
 
@@ -89,7 +103,7 @@ class KvPagePool {
     void operator()(uint8_t* p) const;
   };
 
-  uint8_t* page_data(int32_t page) { return memory_.get() + page * geo_.page_bytes(); }
+  uint8_t* raw_page(int32_t page) { return memory_.get() + page * geo_.page_bytes(); }
   int32_t take_page();
   void drop_page(int32_t page);
 
