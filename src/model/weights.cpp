@@ -149,23 +149,15 @@ Result<Projection> WeightLoader::fused(const std::vector<const ModelTensor*>& pa
     for (const ModelTensor* t : parts) release_file_pages(*t);
     return p;
   }
-  size_t total_bytes = 0;
-  for (const ModelTensor* t : parts) total_bytes += t->data.size();
-  // uint64_t elements keep the copy 8-byte aligned like the mapping's tensors.
-  p.fused_bytes.resize((total_bytes + 7) / 8);
-  auto* dst = reinterpret_cast<uint8_t*>(p.fused_bytes.data());
-  for (const ModelTensor* t : parts) {
-    std::memcpy(dst, t->data.data(), t->data.size());
-    dst += t->data.size();
-  }
-  auto packed = pack_weights(parts[0]->dtype, p.fused_bytes.data(), total_rows, cols, isa_, name);
+  // Stacked straight from the file parts into the one buffer the kernels read (a repack, or a
+  // concatenation for the zero-copy types): no intermediate copy, so nothing is left behind in the
+  // heap, and the file pages are dropped.
+  std::vector<WeightRows> stack;
+  for (size_t i = 0; i < parts.size(); ++i) stack.push_back({parts[i]->data.data(), rows[i]});
+  auto packed = pack_stacked_weights(parts[0]->dtype, stack, cols, isa_, name);
   if (!packed.ok()) return make_error(files_.path(), ": ", packed.error_message());
   p.w = std::move(packed).value();
-  if (p.w.owns_data()) {
-    // The repack is the only copy the kernels read: free the concatenation and the file pages.
-    p.fused_bytes = {};
-    for (const ModelTensor* t : parts) release_file_pages(*t);
-  }
+  for (const ModelTensor* t : parts) release_file_pages(*t);
   return p;
 }
 

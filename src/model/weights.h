@@ -23,7 +23,6 @@ namespace splash {
 struct Projection {
   PackedWeights w;             // [rows, cols]
   std::vector<float> bias;     // [rows], empty when the projection has none
-  std::vector<uint64_t> fused_bytes;  // backing store of w when it concatenates several file tensors
 };
 
 struct AttentionWeights {

@@ -73,6 +73,18 @@ const char* weight_format_name(WeightFormat f) {
 
 Result<PackedWeights> pack_weights(DType type, const void* data, int64_t rows, int64_t cols, IsaLevel level,
                                    std::string_view name) {
+  const WeightRows part{data, rows};
+  return PackedWeights::pack_parts(type, {&part, 1}, cols, level, name, false);
+}
+
+Result<PackedWeights> pack_stacked_weights(DType type, std::span<const WeightRows> parts, int64_t cols,
+                                           IsaLevel level, std::string_view name) {
+  if (parts.empty()) return make_error(label(name), ": no matrices to stack");
+  return PackedWeights::pack_parts(type, parts, cols, level, name, true);
+}
+
+Result<PackedWeights> PackedWeights::pack_parts(DType type, std::span<const WeightRows> parts, int64_t cols,
+                                                IsaLevel level, std::string_view name, bool own) {
   WeightFormat f;
   switch (type) {
     case DType::kF32: f = WeightFormat::kF32; break;
@@ -87,9 +99,13 @@ Result<PackedWeights> pack_weights(DType type, const void* data, int64_t rows, i
       return make_error(label(name), ": matmul does not support type ", dtype_name(type),
                         " (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K)");
   }
-  if (rows <= 0 || cols <= 0)
-    return make_error(label(name), ": matrix shape [", rows, ", ", cols, "] must be positive");
-  if (data == nullptr) return make_error(label(name), ": no data");
+  int64_t rows = 0;
+  for (const WeightRows& p : parts) {
+    if (p.rows <= 0 || cols <= 0 || p.rows > INT64_MAX - rows)
+      return make_error(label(name), ": matrix shape [", p.rows, ", ", cols, "] must be positive");
+    if (p.data == nullptr) return make_error(label(name), ": no data");
+    rows += p.rows;
+  }
   const DTypeTraits& tr = dtype_traits(type);
   if (cols % tr.block_elems != 0)
     return make_error(label(name), ": ", tr.name, " needs the row length (", cols, ") to be a multiple of ",
@@ -103,18 +119,32 @@ Result<PackedWeights> pack_weights(DType type, const void* data, int64_t rows, i
   w.rows_ = rows;
   w.cols_ = cols;
   w.isa_ = clamp_isa_level(level);
-  w.data_ = static_cast<const uint8_t*>(data);
+  w.data_ = static_cast<const uint8_t*>(parts[0].data);
   w.row_bytes_ = static_cast<int64_t>(*row_bytes);
   const WeightFormat x8 = cpu::x8_format_of(f);
   if (x8 != f && w.isa_ >= IsaLevel::kAvx2) {
-    // Repacked once here so the kernels read 8 rows per load; the source is not read afterwards.
+    // Repacked once here, straight from each part, so the kernels read 8 rows per load; the
+    // sources are not read afterwards.
     w.format_ = x8;
     w.group_bytes_ = cols / 32 * cpu::x8_block_bytes(x8);
     const int64_t groups = (rows + cpu::kX8Rows - 1) / cpu::kX8Rows;
     if (groups > INT64_MAX / w.group_bytes_)
       return make_error(label(name), ": matrix shape [", rows, ", ", cols, "] overflows");
     w.storage_.resize(static_cast<size_t>(groups * w.group_bytes_));
-    cpu::repack_x8(x8, w.data_, rows, cols, w.storage_.data());
+    int64_t row0 = 0;
+    for (const WeightRows& p : parts) {
+      cpu::repack_x8_rows(x8, static_cast<const uint8_t*>(p.data), p.rows, cols, row0, w.storage_.data());
+      row0 += p.rows;
+    }
+    cpu::zero_x8_padding(x8, rows, cols, w.storage_.data());
+    w.data_ = w.storage_.data();
+  } else if (own) {
+    w.storage_.resize(static_cast<size_t>(rows * w.row_bytes_));
+    uint8_t* dst = w.storage_.data();
+    for (const WeightRows& p : parts) {
+      std::memcpy(dst, p.data, static_cast<size_t>(p.rows * w.row_bytes_));
+      dst += p.rows * w.row_bytes_;
+    }
     w.data_ = w.storage_.data();
   }
   return w;

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string_view>
 #include <vector>
 
@@ -47,6 +48,12 @@ struct MlxAffineView {
   DType scale_dtype = DType::kF16;  // kF16, kBF16 or kF32
 };
 
+// One of several matrices stacked along the rows (pack_stacked_weights): `rows` rows at `data`.
+struct WeightRows {
+  const void* data = nullptr;
+  int64_t rows = 0;
+};
+
 class PackedWeights {
  public:
   PackedWeights() = default;
@@ -75,6 +82,10 @@ class PackedWeights {
 
  private:
   friend Result<PackedWeights> pack_weights(DType, const void*, int64_t, int64_t, IsaLevel, std::string_view);
+  friend Result<PackedWeights> pack_stacked_weights(DType, std::span<const WeightRows>, int64_t, IsaLevel,
+                                                    std::string_view);
+  static Result<PackedWeights> pack_parts(DType type, std::span<const WeightRows> parts, int64_t cols, IsaLevel level,
+                                          std::string_view name, bool own);
   friend Result<PackedWeights> pack_mlx_weights(const MlxAffineView&, int64_t, int64_t, IsaLevel,
                                                 std::string_view);
 
@@ -97,6 +108,13 @@ class PackedWeights {
 // lower one to force a kernel tier (tests, benchmarks).
 Result<PackedWeights> pack_weights(DType type, const void* data, int64_t rows, int64_t cols,
                                    IsaLevel level = IsaLevel::kAvx512, std::string_view name = {});
+
+// Several [rows_i, cols] matrices of one type stacked into one [sum rows_i, cols] matrix (fused
+// q/k/v or gate/up projections) that always owns its data: repacked straight from the parts where
+// pack_weights would repack (Q4_0 / Q8_0 at AVX2 and above), one concatenated copy otherwise. The
+// parts are not read after the call. Errors as pack_weights'.
+Result<PackedWeights> pack_stacked_weights(DType type, std::span<const WeightRows> parts, int64_t cols,
+                                           IsaLevel level = IsaLevel::kAvx512, std::string_view name = {});
 
 // Repacks an MLX affine matrix into an owned layout (per group f32 scale/bias, codes in 32-blocks).
 Result<PackedWeights> pack_mlx_weights(const MlxAffineView& view, int64_t rows, int64_t cols,

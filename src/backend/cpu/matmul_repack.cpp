@@ -19,29 +19,47 @@ int64_t x8_block_bytes(WeightFormat x8) {
   return x8 == WeightFormat::kQ4_0x8 ? kQ4_0x8BlockBytes : kQ8_0x8BlockBytes;
 }
 
-void repack_x8(WeightFormat x8, const uint8_t* src, int64_t rows, int64_t cols, uint8_t* dst) {
+void repack_x8_rows(WeightFormat x8, const uint8_t* src, int64_t rows, int64_t cols, int64_t row0, uint8_t* dst) {
   const bool q4 = x8 == WeightFormat::kQ4_0x8;
   const int64_t nb = cols / 32;
   const int64_t src_block = q4 ? 18 : 34;  // fp16 d + codes
   const int64_t code_bytes = src_block - 2;
   const int64_t block_bytes = x8_block_bytes(x8);
-  const int64_t groups = (rows + kX8Rows - 1) / kX8Rows;
-  for (int64_t g = 0; g < groups; ++g) {
+  // Row-outer: one source row is read once, front to back, and its blocks land in one group
+  // (nb x block_bytes contiguous bytes), which the group's other 7 rows fill while it is in cache.
+  for (int64_t i = 0; i < rows; ++i) {
+    const int64_t row = row0 + i;
+    const int r = static_cast<int>(row % kX8Rows);
+    uint8_t* group = dst + (row / kX8Rows) * nb * block_bytes;
+    const uint8_t* in = src + i * nb * src_block;
     for (int64_t b = 0; b < nb; ++b) {
-      uint8_t* out = dst + (g * nb + b) * block_bytes;
-      for (int r = 0; r < kX8Rows; ++r) {
-        const int64_t row = g * kX8Rows + r;
-        if (row >= rows) {  // padding row: scale 0 and code 0 contribute exactly 0
-          std::memset(out + 2 * r, 0, 2);
-          for (int64_t s = 0; s < code_bytes / 4; ++s) std::memset(out + 16 + s * 32 + 4 * r, 0, 4);
-          continue;
-        }
-        const uint8_t* blk = src + (row * nb + b) * src_block;
-        std::memcpy(out + 2 * r, blk, 2);
-        for (int64_t s = 0; s < code_bytes / 4; ++s) std::memcpy(out + 16 + s * 32 + 4 * r, blk + 2 + 4 * s, 4);
-      }
+      uint8_t* out = group + b * block_bytes;
+      const uint8_t* blk = in + b * src_block;
+      std::memcpy(out + 2 * r, blk, 2);
+      for (int64_t s = 0; s < code_bytes / 4; ++s) std::memcpy(out + 16 + s * 32 + 4 * r, blk + 2 + 4 * s, 4);
     }
   }
+}
+
+void zero_x8_padding(WeightFormat x8, int64_t rows, int64_t cols, uint8_t* dst) {
+  const int64_t nb = cols / 32;
+  const int64_t block_bytes = x8_block_bytes(x8);
+  const int64_t code_bytes = (x8 == WeightFormat::kQ4_0x8 ? 18 : 34) - 2;
+  const int64_t padded = (rows + kX8Rows - 1) / kX8Rows * kX8Rows;
+  for (int64_t row = rows; row < padded; ++row) {  // scale 0 and code 0 contribute exactly 0
+    const int r = static_cast<int>(row % kX8Rows);
+    uint8_t* group = dst + (row / kX8Rows) * nb * block_bytes;
+    for (int64_t b = 0; b < nb; ++b) {
+      uint8_t* out = group + b * block_bytes;
+      std::memset(out + 2 * r, 0, 2);
+      for (int64_t s = 0; s < code_bytes / 4; ++s) std::memset(out + 16 + s * 32 + 4 * r, 0, 4);
+    }
+  }
+}
+
+void repack_x8(WeightFormat x8, const uint8_t* src, int64_t rows, int64_t cols, uint8_t* dst) {
+  repack_x8_rows(x8, src, rows, cols, 0, dst);
+  zero_x8_padding(x8, rows, cols, dst);
 }
 
 void dequantize_x8_row(const PackedWeights& w, int64_t r, float* out) {

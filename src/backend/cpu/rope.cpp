@@ -1,9 +1,26 @@
 #include "backend/cpu/rope.h"
 
+#include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <mutex>
 #include <numbers>
 
 namespace splash {
+
+// chunk i covers positions [pos_begin + i * kChunkPositions, ...): kChunkPositions cos rows then as
+// many sin rows. `ready` publishes a filled chunk (release on fill, acquire on read).
+struct RopeTable::Chunks {
+  std::unique_ptr<std::atomic<float*>[]> ready;
+  std::vector<std::unique_ptr<float[]>> owned;  // under mu
+  std::mutex mu;
+  std::atomic<int64_t> bytes{0};
+};
+
+RopeTable::RopeTable() = default;
+RopeTable::~RopeTable() = default;
+RopeTable::RopeTable(RopeTable&&) noexcept = default;
+RopeTable& RopeTable::operator=(RopeTable&&) noexcept = default;
 
 Result<RopeTable> RopeTable::create(const RopeParams& p, int64_t pos_begin, int64_t pos_end) {
   const int n_rot = p.n_rot == 0 ? p.head_dim : p.n_rot;
@@ -52,29 +69,53 @@ Result<RopeTable> RopeTable::create(const RopeParams& p, int64_t pos_begin, int6
     }
     t.inv_freq_[static_cast<size_t>(i)] = f;
   }
-  t.cos_.resize(static_cast<size_t>(n_pos * half));
-  t.sin_.resize(t.cos_.size());
-  for (int64_t k = 0; k < n_pos; ++k) {
-    const double pos = static_cast<double>(pos_begin + k);
-    for (int i = 0; i < half; ++i) {
-      const double a = pos * t.inv_freq_[static_cast<size_t>(i)];
-      t.cos_[static_cast<size_t>(k * half + i)] = static_cast<float>(std::cos(a));
-      t.sin_[static_cast<size_t>(k * half + i)] = static_cast<float>(std::sin(a));
-    }
-  }
+  const int64_t n_chunks = (n_pos + kChunkPositions - 1) / kChunkPositions;
+  t.chunks_ = std::make_unique<Chunks>();
+  t.chunks_->ready = std::make_unique<std::atomic<float*>[]>(static_cast<size_t>(n_chunks));
+  for (int64_t i = 0; i < n_chunks; ++i) t.chunks_->ready[static_cast<size_t>(i)].store(nullptr);
+  t.chunks_->owned.resize(static_cast<size_t>(n_chunks));
   return t;
 }
 
-const float* RopeTable::cos_row(int64_t pos) const {
+const float* RopeTable::chunk(int64_t pos) const {
   SPLASH_CHECK_MSG(pos >= pos_begin_ && pos < pos_end_, str_cat("rope position ", pos, " outside table [",
                                                                  pos_begin_, ", ", pos_end_, ")"));
-  return cos_.data() + (pos - pos_begin_) * (n_rot_ / 2);
+  const int64_t ci = (pos - pos_begin_) / kChunkPositions;
+  std::atomic<float*>& slot = chunks_->ready[static_cast<size_t>(ci)];
+  if (const float* c = slot.load(std::memory_order_acquire)) return c;
+  std::lock_guard<std::mutex> lock(chunks_->mu);
+  if (const float* c = slot.load(std::memory_order_relaxed)) return c;
+  const int half = n_rot_ / 2;
+  const size_t floats = static_cast<size_t>(2 * kChunkPositions * half);
+  auto mem = std::make_unique<float[]>(floats);
+  float* cos = mem.get();
+  float* sin = cos + kChunkPositions * half;
+  const int64_t first = pos_begin_ + ci * kChunkPositions;
+  const int64_t n = std::min(kChunkPositions, pos_end_ - first);
+  for (int64_t k = 0; k < n; ++k) {
+    const double p = static_cast<double>(first + k);
+    for (int i = 0; i < half; ++i) {
+      const double a = p * inv_freq_[static_cast<size_t>(i)];
+      cos[k * half + i] = static_cast<float>(std::cos(a));
+      sin[k * half + i] = static_cast<float>(std::sin(a));
+    }
+  }
+  chunks_->owned[static_cast<size_t>(ci)] = std::move(mem);
+  chunks_->bytes.fetch_add(static_cast<int64_t>(floats * sizeof(float)), std::memory_order_relaxed);
+  slot.store(cos, std::memory_order_release);
+  return cos;
+}
+
+const float* RopeTable::cos_row(int64_t pos) const {
+  return chunk(pos) + (pos - pos_begin_) % kChunkPositions * (n_rot_ / 2);
 }
 
 const float* RopeTable::sin_row(int64_t pos) const {
-  SPLASH_CHECK_MSG(pos >= pos_begin_ && pos < pos_end_, str_cat("rope position ", pos, " outside table [",
-                                                                 pos_begin_, ", ", pos_end_, ")"));
-  return sin_.data() + (pos - pos_begin_) * (n_rot_ / 2);
+  return chunk(pos) + (kChunkPositions + (pos - pos_begin_) % kChunkPositions) * (n_rot_ / 2);
+}
+
+int64_t RopeTable::resident_bytes() const {
+  return chunks_ ? chunks_->bytes.load(std::memory_order_relaxed) : 0;
 }
 
 void rope_apply(float* x, int64_t n_tokens, int64_t n_head, const int32_t* positions, const RopeTable& table) {

@@ -6,13 +6,17 @@
 //
 // Angles are computed in double and rounded once into float cos/sin tables, so long positions
 // (100K+) lose no accuracy to float products. A table covers a position range [pos_begin, pos_end);
-// build one for the model's context at load.
+// build one for the model's context at load. Rows are filled lazily, kChunkPositions at a time,
+// the first time a position of the chunk is asked for: a model with a 40,960-token window holds
+// only the chunks its sequences have reached (128 KiB per chunk at 64 pairs), not 20 MiB up front.
 //
-// Thread-safety: a RopeTable is immutable after create(); rope_apply may run concurrently on
-// disjoint buffers.
+// Thread-safety: a RopeTable's values never change after create(); cos_row / sin_row / rope_apply
+// may run concurrently (chunk creation is serialized inside, a filled chunk is never moved or freed
+// before the table is destroyed).
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "core/result.h"
@@ -40,9 +44,12 @@ struct RopeParams {
 
 class RopeTable {
  public:
-  RopeTable() = default;
-  RopeTable(RopeTable&&) noexcept = default;
-  RopeTable& operator=(RopeTable&&) noexcept = default;
+  static constexpr int64_t kChunkPositions = 256;
+
+  RopeTable();
+  ~RopeTable();
+  RopeTable(RopeTable&&) noexcept;
+  RopeTable& operator=(RopeTable&&) noexcept;
   RopeTable(const RopeTable&) = delete;
   RopeTable& operator=(const RopeTable&) = delete;
 
@@ -56,14 +63,18 @@ class RopeTable {
   const std::vector<double>& inv_freq() const { return inv_freq_; }  // [n_rot / 2], after scaling
   const float* cos_row(int64_t pos) const;                            // [n_rot / 2]
   const float* sin_row(int64_t pos) const;                            // [n_rot / 2]
+  // Bytes of the chunks filled so far (memory accounting).
+  int64_t resident_bytes() const;
 
  private:
+  struct Chunks;
+  const float* chunk(int64_t pos) const;  // the filled chunk holding pos: [cos rows..., sin rows...]
+
   RopeParams params_;
   int n_rot_ = 0;
   int64_t pos_begin_ = 0, pos_end_ = 0;
   std::vector<double> inv_freq_;  // [n_rot / 2]
-  std::vector<float> cos_;        // [pos_end - pos_begin, n_rot / 2]
-  std::vector<float> sin_;        // [pos_end - pos_begin, n_rot / 2]
+  std::unique_ptr<Chunks> chunks_;
 };
 
 // In place. x: [n_tokens, n_head, head_dim] (head_dim = table.params().head_dim); positions:
