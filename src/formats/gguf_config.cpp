@@ -90,6 +90,20 @@ Result<ModelConfig> model_config_from_gguf(const gguf::GgufFile& f) {
   SPLASH_TRY_STATUS(opt_u32(f, p + "expert_feed_forward_length", c.n_ff_expert));
   SPLASH_TRY_STATUS(opt_u32(f, p + "expert_shared_feed_forward_length", c.n_ff_shared_expert));
   SPLASH_TRY_STATUS(opt_u32(f, p + "nextn_predict_layers", c.n_mtp_layers));
+  if (c.n_expert > 0) {
+    // llama.cpp's key; its qwen3moe graph always renormalizes the top-k weights.
+    if (f.has(p + "expert_weights_norm")) {
+      SPLASH_TRY(c.norm_topk_prob, f.get_bool(p + "expert_weights_norm"));
+    }
+    // Which layers are sparse is implicit in GGUF: a layer without a router is a dense MLP.
+    std::vector<bool> moe(c.n_layer);
+    bool any_dense = false;
+    for (uint32_t il = 0; il < c.n_layer; ++il) {
+      moe[il] = f.find_tensor(str_cat("blk.", il, ".ffn_gate_inp.weight")) != nullptr;
+      any_dense |= !moe[il];
+    }
+    if (any_dense) c.moe_layer = std::move(moe);
+  }
 
   // Vocabulary size: the explicit key, else the token list, else the embedding's row count.
   if (f.has(p + "vocab_size")) {
@@ -153,6 +167,7 @@ Result<std::vector<std::pair<std::string, gguf::Value>>> gguf_metadata_for(const
     kv.emplace_back(p + "expert_feed_forward_length", Value::from_u32(c.n_ff_expert));
     if (c.n_ff_shared_expert > 0)
       kv.emplace_back(p + "expert_shared_feed_forward_length", Value::from_u32(c.n_ff_shared_expert));
+    kv.emplace_back(p + "expert_weights_norm", Value::from_bool(c.norm_topk_prob));
   }
   return kv;
 }

@@ -13,9 +13,12 @@ struct NamePair {
   std::string_view gguf;  // suffix after "blk.N."
 };
 
-// Per-layer tensors of the dense llama/qwen2/qwen3 families (MoE and hybrid layers add theirs
-// with their architectures), without the trailing ".weight" / ".bias" (kept as is on both sides).
-constexpr std::array<NamePair, 11> kLayerNames = {{
+// Per-layer tensors of the dense llama/qwen2/qwen3 families and of MoE layers (hybrid layers add
+// theirs with their architectures), without the trailing ".weight" / ".bias" (kept as is on both
+// sides). Stacked expert tensors ([n_expert, rows, cols]) carry MLX-LM's `switch_mlp` names inside
+// Splash; Hugging Face checkpoints with one tensor per expert (`mlp.experts.<e>.gate_proj`) have no
+// GGUF counterpart (llama.cpp stacks them).
+constexpr std::array<NamePair, 19> kLayerNames = {{
     {"input_layernorm", "attn_norm"},
     {"post_attention_layernorm", "ffn_norm"},
     {"self_attn.q_proj", "attn_q"},
@@ -27,6 +30,14 @@ constexpr std::array<NamePair, 11> kLayerNames = {{
     {"mlp.gate_proj", "ffn_gate"},
     {"mlp.up_proj", "ffn_up"},
     {"mlp.down_proj", "ffn_down"},
+    {"mlp.gate", "ffn_gate_inp"},                     // router [n_expert, n_embd]
+    {"mlp.switch_mlp.gate_proj", "ffn_gate_exps"},    // [n_expert, n_ff_expert, n_embd]
+    {"mlp.switch_mlp.up_proj", "ffn_up_exps"},        // [n_expert, n_ff_expert, n_embd]
+    {"mlp.switch_mlp.down_proj", "ffn_down_exps"},    // [n_expert, n_embd, n_ff_expert]
+    {"mlp.shared_expert.gate_proj", "ffn_gate_shexp"},
+    {"mlp.shared_expert.up_proj", "ffn_up_shexp"},
+    {"mlp.shared_expert.down_proj", "ffn_down_shexp"},
+    {"mlp.shared_expert_gate", "ffn_gate_inp_shexp"},  // [1, n_embd] (GGUF: [n_embd])
 }};
 
 constexpr std::array<NamePair, 3> kGlobalNames = {{

@@ -31,5 +31,8 @@ std::vector<std::string_view> architecture_names();
 // Checks shared by the dense decoder architectures: positive sizes, GQA divisibility, even
 // head_dim, no MoE or linear-attention layers. `name` goes into the message.
 Status check_dense_decoder_config(const ModelConfig& c, std::string_view name);
+// The same for mixture-of-experts decoders (qwen3_moe): experts required, top-k within range, an
+// intermediate size for the experts, and for the dense MLP layers when there are any.
+Status check_moe_decoder_config(const ModelConfig& c, std::string_view name);
 
 }  // namespace splash

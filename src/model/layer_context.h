@@ -25,6 +25,20 @@ struct RowRun {
   int64_t pos0 = 0;                 // position of row0 in its sequence
 };
 
+// Scratch of the MoE block (blocks/moe_block.cpp), grown by the block itself.
+struct MoeScratch {
+  std::vector<float> probs;       // [n_rows, n_expert] router logits, then probabilities
+  std::vector<int32_t> expert;    // [n_rows, n_expert_used] selected experts
+  std::vector<float> weight;      // [n_rows, n_expert_used] their weights
+  std::vector<int64_t> offset;    // [n_expert + 1] start of each expert's slots (counting sort)
+  std::vector<int32_t> slot_row;  // [n_rows * n_expert_used] rows, grouped by expert
+  std::vector<float> slot_weight; // [n_rows * n_expert_used] matching weights
+  std::vector<float> xs;          // [rows of one expert, n_embd] gathered inputs
+  std::vector<float> ff;          // [rows of one expert, 2 f] gate | up
+  std::vector<float> act;         // [rows of one expert, f]
+  std::vector<float> ys;          // [rows of one expert, n_embd]
+};
+
 // Scratch for one pass, sized by Model::forward (grown, never shrunk, across passes of one call).
 struct Workspace {
   std::vector<float> h;     // [n_rows, n_embd] normalized input of a block
@@ -37,6 +51,7 @@ struct Workspace {
   std::vector<float> act;   // [n_rows, n_ff] swiglu output
   std::vector<float> out;   // [n_rows, n_embd] block output before the residual add
   AttentionScratch attn;    // attention's tiles, reused by every layer and pass
+  MoeScratch moe;           // MoE routing and per-expert buffers
 };
 
 struct LayerContext {

@@ -110,6 +110,59 @@ Result<PackedWeights> WeightLoader::matrix(std::string_view name, int64_t rows, 
   return packed;
 }
 
+Result<PackedWeights> WeightLoader::expert_matrix(std::string_view name, int64_t expert, int64_t n_expert,
+                                                  int64_t rows, int64_t cols) const {
+  SPLASH_CHECK(expert >= 0 && expert < n_expert);
+  SPLASH_TRY(const ModelTensor* t, require(name));
+  const auto& s = t->shape;
+  if (s.size() != 3 || s[0] != static_cast<uint64_t>(n_expert) || s[1] != static_cast<uint64_t>(rows) ||
+      s[2] != static_cast<uint64_t>(cols))
+    return make_error(files_.path(), ": tensor '", name, "' has shape ", shape_str(s), ", expected [", n_expert, ", ",
+                      rows, ", ", cols, "]");
+  const std::string label = str_cat(name, " [expert ", expert, "]");
+  const auto slice = [&](std::span<const uint8_t> all) {
+    const size_t each = all.size() / static_cast<size_t>(n_expert);
+    return all.subspan(static_cast<size_t>(expert) * each, each);
+  };
+  if (t->mlx) {
+    const auto& q = *t->mlx;
+    if ((q.bits != 4 && q.bits != 8) || q.group_size <= 0 || q.group_size % 32 != 0 || cols % q.group_size != 0)
+      return make_error(files_.path(), ": tensor '", name, "': MLX quantization with ", q.bits, " bits, group ",
+                        q.group_size, " is not supported for ", cols, " columns (4 or 8 bits, group a multiple of 32)");
+    const uint64_t code_bytes = static_cast<uint64_t>(n_expert) * rows * cols * q.bits / 8;
+    const uint64_t group_bytes =
+        static_cast<uint64_t>(n_expert) * rows * (cols / q.group_size) * scale_bytes(q.scale_dtype);
+    if (t->data.size() != code_bytes || q.scales.size() != group_bytes || q.biases.size() != group_bytes)
+      return make_error(files_.path(), ": tensor '", name, "': MLX data of ", t->data.size(),
+                        " bytes and scales/biases of ", q.scales.size(), "/", q.biases.size(), " bytes, expected ",
+                        code_bytes, " and ", group_bytes);
+    MlxAffineView v = mlx_view(*t);
+    const auto codes = slice(t->data), scales = slice(q.scales), biases = slice(q.biases);
+    v.codes = reinterpret_cast<const uint32_t*>(codes.data());
+    v.scales = scales.data();
+    v.biases = biases.data();
+    auto packed = pack_mlx_weights(v, rows, cols, isa_, label);
+    if (!packed.ok()) return make_error(files_.path(), ": ", packed.error_message());
+    release_file_pages(codes);
+    release_file_pages(scales);
+    release_file_pages(biases);
+    return packed;
+  }
+  const auto& traits = dtype_traits(t->dtype);
+  if (cols % traits.block_elems != 0)
+    return make_error(files_.path(), ": tensor '", name, "' of type ", traits.name, " has ", cols,
+                      " columns, not a multiple of its block size ", traits.block_elems);
+  auto bytes = dtype_bytes(t->dtype, static_cast<uint64_t>(n_expert) * rows * cols);
+  if (!bytes || *bytes != t->data.size())
+    return make_error(files_.path(), ": tensor '", name, "' holds ", t->data.size(), " bytes, expected ",
+                      bytes ? *bytes : 0, " for ", traits.name, " ", shape_str(s));
+  const auto data = slice(t->data);
+  auto packed = pack_weights(t->dtype, data.data(), rows, cols, isa_, label);
+  if (!packed.ok()) return make_error(files_.path(), ": ", packed.error_message());
+  if (packed->owns_data()) release_file_pages(data);
+  return packed;
+}
+
 Result<std::vector<float>> WeightLoader::vector(std::string_view name, int64_t n) const {
   SPLASH_TRY(const ModelTensor* t, require(name));
   if (t->n_elems() != static_cast<uint64_t>(n) || t->mlx)

@@ -42,9 +42,26 @@ struct MlpWeights {
   Projection down;             // [n_embd, n_ff]
 };
 
+// A mixture-of-experts feed-forward block (blocks/moe_block.h). Expert matrices are per-expert
+// views: for stacked [n_expert, rows, cols] file tensors each one addresses its expert's slice of
+// the mapping (zero-copy for the float and K-quant types, a per-expert repack otherwise).
+struct MoeWeights {
+  std::vector<float> norm;          // [n_embd] post_attention_layernorm
+  PackedWeights router;             // [n_expert, n_embd] f32: a view of the file or of router_f32
+  std::vector<float> router_f32;    // [n_expert, n_embd] dequantized router when the file's is not f32
+  std::vector<PackedWeights> gate;  // [n_expert] x [n_ff_expert, n_embd]
+  std::vector<PackedWeights> up;    // [n_expert] x [n_ff_expert, n_embd]
+  std::vector<PackedWeights> down;  // [n_expert] x [n_embd, n_ff_expert]
+  // Shared expert (n_ff_shared_expert > 0): always applied, scaled by sigmoid(shared_gate . h)
+  // when shared_gate is present. gate_up fused like the dense MLP's; norm unused.
+  MlpWeights shared;
+  std::vector<float> shared_gate;   // [n_embd] shared_expert_gate; empty = no gate
+};
+
 struct LayerWeights {
   AttentionWeights attn;
   MlpWeights mlp;
+  std::unique_ptr<MoeWeights> moe;  // MoE layers only (then mlp is empty)
 };
 
 struct ModelWeights {
@@ -73,6 +90,11 @@ class WeightLoader {
   Result<PackedWeights> matrix(std::string_view name, int64_t rows, int64_t cols) const;
   // An f32 vector of n values (norm weights, biases), in the file's row layout.
   Result<std::vector<float>> vector(std::string_view name, int64_t n) const;
+  // Expert `expert` of a stacked [n_expert, rows, cols] tensor as a [rows, cols] matrix: a view of
+  // that expert's slice of the mapping (or a repack of that slice alone); the other experts' bytes
+  // are not touched.
+  Result<PackedWeights> expert_matrix(std::string_view name, int64_t expert, int64_t n_expert, int64_t rows,
+                                      int64_t cols) const;
 
   // Several [rows_i, cols] matrices stacked into one [sum rows_i, cols] projection when fusing is on
   // and they share a storage type (and MLX bits/group); otherwise one Projection each. Biases:

@@ -21,6 +21,16 @@ TEST(TensorNames, MapsBothWays) {
   EXPECT_FALSE(gguf_to_hf_name("blk.1").has_value());
 }
 
+TEST(TensorNames, MixtureOfExperts) {
+  EXPECT_EQ(*hf_to_gguf_name("model.layers.2.mlp.gate.weight"), "blk.2.ffn_gate_inp.weight");
+  EXPECT_EQ(*gguf_to_hf_name("blk.2.ffn_gate_exps.weight"), "model.layers.2.mlp.switch_mlp.gate_proj.weight");
+  EXPECT_EQ(*gguf_to_hf_name("blk.0.ffn_down_exps.weight"), "model.layers.0.mlp.switch_mlp.down_proj.weight");
+  EXPECT_EQ(*hf_to_gguf_name("model.layers.1.mlp.shared_expert.up_proj.weight"), "blk.1.ffn_up_shexp.weight");
+  EXPECT_EQ(*gguf_to_hf_name("blk.1.ffn_gate_inp_shexp.weight"), "model.layers.1.mlp.shared_expert_gate.weight");
+  // One tensor per expert (Hugging Face checkpoints) has no GGUF name: llama.cpp stacks experts.
+  EXPECT_FALSE(hf_to_gguf_name("model.layers.1.mlp.experts.3.gate_proj.weight").has_value());
+}
+
 TEST(TensorNames, RopePermutationMatchesDefinitionAndInverts) {
   // 2 heads of head_dim 4, one float per row: rotate-half head rows [a0 a1 b0 b1] pair (a0,b0),
   // (a1,b1); interleaved must be [a0 b0 a1 b1].

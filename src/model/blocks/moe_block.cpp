@@ -1,0 +1,254 @@
+#include "model/blocks/moe_block.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "backend/cpu/activation.h"
+#include "backend/cpu/norm.h"
+
+namespace splash {
+
+namespace {
+
+template <class T>
+void grow(std::vector<T>& v, int64_t n) {
+  if (static_cast<int64_t>(v.size()) < n) v.resize(static_cast<size_t>(n));
+}
+
+// Experts of layer il: stacked tensors when the file has them, else one tensor per expert.
+Status load_experts(const WeightLoader& loader, int il, MoeWeights& w) {
+  const ModelConfig& c = loader.config();
+  const int64_t n_expert = c.n_expert, d = c.n_embd, f = c.n_ff_expert;
+  w.gate.reserve(n_expert);
+  w.up.reserve(n_expert);
+  w.down.reserve(n_expert);
+  const std::string stacked = layer_tensor_name(il, "mlp.switch_mlp.");
+  if (loader.find(stacked + "gate_proj.weight") != nullptr) {
+    for (int64_t e = 0; e < n_expert; ++e) {
+      SPLASH_TRY(PackedWeights g, loader.expert_matrix(stacked + "gate_proj.weight", e, n_expert, f, d));
+      SPLASH_TRY(PackedWeights u, loader.expert_matrix(stacked + "up_proj.weight", e, n_expert, f, d));
+      SPLASH_TRY(PackedWeights dn, loader.expert_matrix(stacked + "down_proj.weight", e, n_expert, d, f));
+      w.gate.push_back(std::move(g));
+      w.up.push_back(std::move(u));
+      w.down.push_back(std::move(dn));
+    }
+    return {};
+  }
+  if (loader.find(layer_tensor_name(il, "mlp.experts.0.gate_proj.weight")) == nullptr)
+    return make_error(loader.files().path(), ": layer ", il, " has no expert weights (neither '", stacked,
+                      "gate_proj.weight' nor '", layer_tensor_name(il, "mlp.experts.0.gate_proj.weight"), "')");
+  for (int64_t e = 0; e < n_expert; ++e) {
+    const std::string p = layer_tensor_name(il, str_cat("mlp.experts.", e, "."));
+    SPLASH_TRY(PackedWeights g, loader.matrix(p + "gate_proj.weight", f, d));
+    SPLASH_TRY(PackedWeights u, loader.matrix(p + "up_proj.weight", f, d));
+    SPLASH_TRY(PackedWeights dn, loader.matrix(p + "down_proj.weight", d, f));
+    w.gate.push_back(std::move(g));
+    w.up.push_back(std::move(u));
+    w.down.push_back(std::move(dn));
+  }
+  return {};
+}
+
+// The router in f32 whatever its storage (routing decisions are discontinuous: int8 activations
+// would flip near-ties): a view of an f32 file tensor, else a dequantized copy.
+Status load_router(const WeightLoader& loader, int il, MoeWeights& w) {
+  const ModelConfig& c = loader.config();
+  const std::string name = layer_tensor_name(il, "mlp.gate.weight");
+  SPLASH_TRY(const ModelTensor* t, loader.require(name));
+  if (t->shape.size() != 2 || t->shape[0] != c.n_expert || t->shape[1] != c.n_embd)
+    return make_error(loader.files().path(), ": tensor '", name, "' has ", t->shape.size(),
+                      " dimensions / wrong shape, expected [", c.n_expert, ", ", c.n_embd, "]");
+  if (t->dtype == DType::kF32 && !t->mlx) {
+    SPLASH_TRY(w.router, loader.matrix(name, c.n_expert, c.n_embd));
+    return {};
+  }
+  SPLASH_TRY(w.router_f32, loader.files().read_f32(*t));
+  auto packed = pack_weights(DType::kF32, w.router_f32.data(), c.n_expert, c.n_embd, IsaLevel::kAvx512, name);
+  if (!packed.ok()) return make_error(loader.files().path(), ": ", packed.error_message());
+  w.router = std::move(packed).value();
+  return {};
+}
+
+// y [m, d] = down(silu(gate x) * up x) for x [m, d]; s.ff / s.act hold the intermediates.
+void expert_mlp(const PackedWeights& gate, const PackedWeights& up, const PackedWeights& down, const float* x,
+                float* y, int64_t m, MoeScratch& s, LayerContext& ctx) {
+  const int64_t f = gate.rows();
+  grow(s.ff, 2 * m * f);
+  grow(s.act, m * f);
+  {
+    ProfileScope ps(ctx.profile, ForwardOp::kMatmul);
+    matmul(gate, x, s.ff.data(), m, *ctx.threads);
+    matmul(up, x, s.ff.data() + m * f, m, *ctx.threads);
+  }
+  {
+    ProfileScope ps(ctx.profile, ForwardOp::kActivation);
+    swiglu(s.ff.data(), s.ff.data() + m * f, f, s.act.data(), m, f, ctx.isa);
+  }
+  ProfileScope ps(ctx.profile, ForwardOp::kMatmul);
+  matmul(down, s.act.data(), y, m, *ctx.threads);
+}
+
+// The shared expert over all rows: out[r] += sigmoid(gate . h[r]) * mlp(h[r]).
+void shared_expert(const MoeWeights& w, const float* h, float* out, LayerContext& ctx) {
+  MoeScratch& s = ctx.ws->moe;
+  const int64_t n = ctx.n_rows, d = ctx.config->n_embd;
+  const MlpWeights& m = w.shared;
+  const int64_t f = m.down.w.cols();
+  grow(s.ff, 2 * n * f);
+  grow(s.act, n * f);
+  grow(s.ys, n * d);
+  {
+    ProfileScope ps(ctx.profile, ForwardOp::kMatmul);
+    if (m.gate_up.size() == 1) {
+      matmul(m.gate_up[0].w, h, s.ff.data(), n, *ctx.threads);  // [n, 2f]: gate | up
+    } else {
+      matmul(m.gate_up[0].w, h, s.ff.data(), n, *ctx.threads);
+      matmul(m.gate_up[1].w, h, s.ff.data() + n * f, n, *ctx.threads);
+    }
+  }
+  {
+    ProfileScope ps(ctx.profile, ForwardOp::kActivation);
+    if (m.gate_up.size() == 1)
+      swiglu(s.ff.data(), s.ff.data() + f, 2 * f, s.act.data(), n, f, ctx.isa);
+    else
+      swiglu(s.ff.data(), s.ff.data() + n * f, f, s.act.data(), n, f, ctx.isa);
+  }
+  {
+    ProfileScope ps(ctx.profile, ForwardOp::kMatmul);
+    matmul(m.down.w, s.act.data(), s.ys.data(), n, *ctx.threads);
+  }
+  ProfileScope ps(ctx.profile, ForwardOp::kResidual);
+  for (int64_t r = 0; r < n; ++r) {
+    float scale = 1.0f;
+    if (!w.shared_gate.empty()) {
+      float g = 0.0f;
+      for (int64_t i = 0; i < d; ++i) g += w.shared_gate[i] * h[r * d + i];
+      scale = 1.0f / (1.0f + std::exp(-g));
+    }
+    const float* y = s.ys.data() + r * d;
+    float* o = out + r * d;
+    for (int64_t i = 0; i < d; ++i) o[i] += scale * y[i];
+  }
+}
+
+}  // namespace
+
+Result<std::unique_ptr<MoeWeights>> load_moe(const WeightLoader& loader, int il) {
+  const ModelConfig& c = loader.config();
+  auto w = std::make_unique<MoeWeights>();
+  SPLASH_TRY(w->norm, loader.vector(layer_tensor_name(il, "post_attention_layernorm.weight"), c.n_embd));
+  SPLASH_TRY_STATUS(load_router(loader, il, *w));
+  SPLASH_TRY_STATUS(load_experts(loader, il, *w));
+  if (c.n_ff_shared_expert > 0) {
+    const int64_t fs = c.n_ff_shared_expert;
+    SPLASH_TRY(w->shared.gate_up, loader.projections({layer_tensor_name(il, "mlp.shared_expert.gate_proj.weight"),
+                                                      layer_tensor_name(il, "mlp.shared_expert.up_proj.weight")},
+                                                     {fs, fs}, c.n_embd, {}));
+    SPLASH_TRY(w->shared.down.w, loader.matrix(layer_tensor_name(il, "mlp.shared_expert.down_proj.weight"), c.n_embd, fs));
+    const std::string gate_name = layer_tensor_name(il, "mlp.shared_expert_gate.weight");
+    if (const ModelTensor* g = loader.find(gate_name)) {
+      // [1, n_embd] in Hugging Face / MLX files (MLX may quantize it), [n_embd] in GGUF.
+      if (g->n_elems() != c.n_embd)
+        return make_error(loader.files().path(), ": tensor '", gate_name, "' has ", g->n_elems(), " values, expected ",
+                          c.n_embd);
+      SPLASH_TRY(w->shared_gate, loader.files().read_f32(*g));
+    }
+  }
+  return w;
+}
+
+void moe_route(float* logits, int n_expert, int k, bool normalize, int32_t* expert, float* weight) {
+  softmax(logits, n_expert);
+  float sum = 0.0f;
+  for (int j = 0; j < k; ++j) {
+    int best = -1;
+    for (int e = 0; e < n_expert; ++e) {
+      bool taken = false;
+      for (int i = 0; i < j; ++i) taken |= expert[i] == e;
+      if (!taken && (best < 0 || logits[e] > logits[best])) best = e;
+    }
+    expert[j] = best;
+    weight[j] = logits[best];
+    sum += logits[best];
+  }
+  if (normalize && sum > 0.0f)
+    for (int j = 0; j < k; ++j) weight[j] /= sum;
+}
+
+void moe_block(const MoeWeights& w, LayerContext& ctx) {
+  const ModelConfig& c = *ctx.config;
+  Workspace& ws = *ctx.ws;
+  MoeScratch& s = ws.moe;
+  const int64_t n = ctx.n_rows, d = c.n_embd;
+  const int n_expert = static_cast<int>(c.n_expert), k = static_cast<int>(c.n_expert_used);
+  ForwardProfile* const prof = ctx.profile;
+  {
+    ProfileScope ps(prof, ForwardOp::kNorm);
+    rms_norm(ctx.x, w.norm.data(), c.rms_eps, ws.h.data(), n, d, ctx.isa);
+  }
+
+  // --- routing: router logits for every row, then top-k per row
+  grow(s.probs, n * n_expert);
+  grow(s.expert, n * k);
+  grow(s.weight, n * k);
+  {
+    ProfileScope ps(prof, ForwardOp::kMatmul);
+    matmul(w.router, ws.h.data(), s.probs.data(), n, *ctx.threads);
+  }
+  {
+    ProfileScope ps(prof, ForwardOp::kActivation);
+    for (int64_t r = 0; r < n; ++r)
+      moe_route(s.probs.data() + r * n_expert, n_expert, k, c.norm_topk_prob, s.expert.data() + r * k,
+                s.weight.data() + r * k);
+  }
+
+  // --- group the (row, expert) slots by expert: counting sort, rows ascending within an expert
+  grow(s.offset, n_expert + 1);
+  grow(s.slot_row, n * k);
+  grow(s.slot_weight, n * k);
+  std::fill(s.offset.begin(), s.offset.begin() + n_expert + 1, 0);
+  for (int64_t i = 0; i < n * k; ++i) ++s.offset[s.expert[i] + 1];
+  for (int e = 0; e < n_expert; ++e) s.offset[e + 1] += s.offset[e];
+  {
+    std::vector<int64_t>& fill = s.offset;  // bumped while filling, restored below
+    for (int64_t r = 0; r < n; ++r)
+      for (int j = 0; j < k; ++j) {
+        const int e = s.expert[r * k + j];
+        const int64_t at = fill[e]++;
+        s.slot_row[at] = static_cast<int32_t>(r);
+        s.slot_weight[at] = s.weight[r * k + j];
+      }
+    for (int e = n_expert; e > 0; --e) fill[e] = fill[e - 1];
+    fill[0] = 0;
+  }
+
+  // --- each selected expert once over its rows; contributions summed in expert order
+  float* out = ws.out.data();
+  std::fill(out, out + n * d, 0.0f);
+  for (int e = 0; e < n_expert; ++e) {
+    const int64_t b = s.offset[e], m = s.offset[e + 1] - b;
+    if (m == 0) continue;  // never read: decode touches only the selected experts
+    grow(s.xs, m * d);
+    grow(s.ys, m * d);
+    {
+      ProfileScope ps(prof, ForwardOp::kCopy);
+      for (int64_t i = 0; i < m; ++i)
+        std::memcpy(s.xs.data() + i * d, ws.h.data() + int64_t{s.slot_row[b + i]} * d, d * sizeof(float));
+    }
+    expert_mlp(w.gate[e], w.up[e], w.down[e], s.xs.data(), s.ys.data(), m, s, ctx);
+    ProfileScope ps(prof, ForwardOp::kResidual);
+    for (int64_t i = 0; i < m; ++i) {
+      const float wt = s.slot_weight[b + i];
+      const float* y = s.ys.data() + i * d;
+      float* o = out + int64_t{s.slot_row[b + i]} * d;
+      for (int64_t j = 0; j < d; ++j) o[j] += wt * y[j];
+    }
+  }
+  if (w.shared.down.w.rows() > 0) shared_expert(w, ws.h.data(), out, ctx);
+
+  ProfileScope ps(prof, ForwardOp::kResidual);
+  add(ctx.x, out, ctx.x, n * d);
+}
+
+}  // namespace splash
