@@ -88,7 +88,9 @@ test('the page and its assets come from the binary, byte for byte, with caching 
 });
 
 test('a message streams in over several DOM updates; user text is not markup', async () => {
-  await set_max_tokens(page, 24);
+  // Long enough that the stream spans many animation frames even on a loaded machine (24 tokens of
+  // the tiny model once arrived within one frame and rendered in a single update).
+  await set_max_tokens(page, 200);
   // Record every distinct text of the answer body as the page changes it.
   await page.evaluate(() => {
     window.__bodies = [];
