@@ -6,7 +6,9 @@
 // Memory: the model's weight bytes, the KV pool's bytes, resident memory after load (VmRSS, split
 // into file-backed pages, i.e. the mapped weights touched so far, and anonymous memory: copies made
 // at load, KV pool, arenas) and the peak (VmHWM) after every run, so "resident = weights + KV +
-// small arenas" can be checked. --profile adds a per-op time breakdown (forward_profile.h).
+// small arenas" can be checked: a second line splits resident after load into the repacked weights,
+// the KV pool, norms/biases and RoPE rows, the file pages held, and the rest (code, tokenizer,
+// allocator). --profile adds a per-op time breakdown (forward_profile.h).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -165,6 +167,10 @@ int run_bench(BenchArgs a) {
   auto kv = KvPagePool::create(m.kv_cache_config(format, longest / kKvPageTokens + 2));
   if (!kv.ok()) return std::fprintf(stderr, "error: %s\n", kv.error_message().c_str()), 1;
   const MemoryStatus mem_load = read_memory_status();
+  const ModelMemory mm = m.memory();
+  const uint64_t kv_bytes = static_cast<uint64_t>(kv->kv_bytes_total());
+  const uint64_t accounted = mm.weights_owned + kv_bytes + mm.vectors + mm.rope + mem_load.rss_file;
+  const uint64_t other = mem_load.rss > accounted ? mem_load.rss - accounted : 0;
   ThreadPool threads(a.threads);
   ForwardOptions fo;
   fo.chunk_tokens = a.chunk;
@@ -199,7 +205,6 @@ int run_bench(BenchArgs a) {
     if (Status st = run_test(false, p); !st.ok()) return std::fprintf(stderr, "error: %s\n", st.error_message().c_str()), 1;
   if (Status st = run_test(true, a.tg); !st.ok()) return std::fprintf(stderr, "error: %s\n", st.error_message().c_str()), 1;
   const MemoryStatus mem_end = read_memory_status();
-  const uint64_t kv_bytes = static_cast<uint64_t>(kv->kv_bytes_total());
 
   // "llama F32 matrices (avx2)": describe_weights() ("llama, F32 matrices (avx2), embeddings ...")
   // up to its second item; the rest (every fusion) would not fit a table column.
@@ -241,6 +246,11 @@ int run_bench(BenchArgs a) {
                      {"rss_load_bytes", mem_load.rss},
                      {"rss_load_file_bytes", mem_load.rss_file},
                      {"rss_load_anon_bytes", mem_load.rss_anon},
+                     {"weights_repacked_bytes", mm.weights_owned},
+                     {"weights_mapped_bytes", mm.weights_mapped},
+                     {"vectors_bytes", mm.vectors},
+                     {"rope_bytes", mm.rope},
+                     {"rss_load_other_bytes", other},
                      {"rss_peak_bytes", mem_end.hwm}});
       if (a.profile) out.back()["profile"] = profile_json(r.profile);
     }
@@ -264,6 +274,11 @@ int run_bench(BenchArgs a) {
               static_cast<long long>(kv->kv_pages_total()), format_bytes(mem_load.rss).c_str(),
               format_bytes(mem_load.rss_file).c_str(), format_bytes(mem_load.rss_anon).c_str(),
               format_bytes(mem_end.hwm).c_str());
+  std::printf("resident after load = repacked weights %s + KV pool %s + norms/biases %s + RoPE rows %s + file pages "
+              "%s (of %s read in place) + other %s (code, tokenizer, allocator)\n",
+              format_bytes(mm.weights_owned).c_str(), format_bytes(kv_bytes).c_str(), format_bytes(mm.vectors).c_str(),
+              format_bytes(mm.rope).c_str(), format_bytes(mem_load.rss_file).c_str(),
+              format_bytes(mm.weights_mapped).c_str(), format_bytes(other).c_str());
   if (a.profile) {
     for (const auto& r : results)
       std::printf("\nprofile %s (%d threads):\n%s", r.test.c_str(), threads.size(), r.profile.table(threads.size()).c_str());

@@ -103,6 +103,35 @@ Result<Model> Model::load(const ModelFiles& files, const ModelOptions& options) 
   return m;
 }
 
+ModelMemory Model::memory() const {
+  ModelMemory m;
+  auto matrix = [&m](const PackedWeights& w) {
+    if (w.rows() == 0) return;  // absent (tied output head)
+    (w.owns_data() ? m.weights_owned : m.weights_mapped) += static_cast<uint64_t>(w.packed_bytes());
+  };
+  auto vec = [&m](const std::vector<float>& v) { m.vectors += v.size() * sizeof(float); };
+  auto proj = [&](const Projection& p) {
+    matrix(p.w);
+    vec(p.bias);
+  };
+  const ModelWeights& w = *weights_;
+  matrix(w.embed);
+  matrix(w.output);
+  vec(w.out_norm);
+  for (const LayerWeights& l : w.layers) {
+    vec(l.attn.norm);
+    for (const Projection& p : l.attn.qkv) proj(p);
+    vec(l.attn.q_norm);
+    vec(l.attn.k_norm);
+    proj(l.attn.o);
+    vec(l.mlp.norm);
+    for (const Projection& p : l.mlp.gate_up) proj(p);
+    proj(l.mlp.down);
+  }
+  m.rope = static_cast<uint64_t>(w.rope.resident_bytes());
+  return m;
+}
+
 KvCacheConfig Model::kv_cache_config(KvFormat format, int64_t n_pages) const {
   KvCacheConfig k;
   k.n_layer = static_cast<int>(config_.n_layer);

@@ -116,6 +116,14 @@ struct ForwardOutput {
   const float* logits_at(size_t run, int64_t t) const { return logits.data() + (logits_offset[run] + t) * n_vocab; }
 };
 
+// What a loaded model holds, in bytes (memory accounting: splash bench, the resident-memory test).
+struct ModelMemory {
+  uint64_t weights_owned = 0;   // matrices repacked or stacked into the heap (x8, MLX, fused projections)
+  uint64_t weights_mapped = 0;  // matrices read in place from the file mapping (resident once touched)
+  uint64_t vectors = 0;         // f32 norm weights and biases
+  uint64_t rope = 0;            // RoPE rows filled so far (RopeTable::resident_bytes)
+};
+
 class Model {
  public:
   Model();
@@ -133,6 +141,9 @@ class Model {
   const ModelOptions& options() const { return options_; }
   int64_t max_context() const { return max_context_; }
   const std::string& describe_weights() const { return weights_summary_; }  // e.g. "Q8_0, fused qkv"
+  // Bytes held by the weights, by kind. Attention and dense MLP weights only: MoE experts and
+  // linear-attention (Gated DeltaNet) weights are not counted yet.
+  ModelMemory memory() const;
 
   // The KV pool shape this model needs; the caller picks format and size (memory plan).
   KvCacheConfig kv_cache_config(KvFormat format, int64_t n_pages) const;
