@@ -39,7 +39,7 @@ TestModelSpec bench_qwen3(uint32_t hidden, uint32_t ffn) {
 }  // namespace
 
 std::vector<std::string> test_model_preset_names() {
-  return {"tiny-llama", "tiny-qwen2", "tiny-qwen3", "tiny-llama-k", "tiny-qwen3-k", "qwen3-0.6b", "qwen3-1.7b"};
+  return {"tiny-llama", "tiny-qwen2", "tiny-qwen3", "tiny-llama-k", "tiny-qwen3-k", "qwen3-0.6b", "qwen3-1.7b", "tiny-qwen3-moe", "qwen3-moe-bench"};
 }
 
 Result<TestModelSpec> test_model_preset(std::string_view name) {
@@ -63,6 +63,25 @@ Result<TestModelSpec> test_model_preset(std::string_view name) {
     s.gguf_type = DType::kQ4_K;
     return s;
   }
+  if (name == "tiny-qwen3-moe") {
+    TestModelSpec s = tiny("qwen3_moe");
+    s.n_layer = 3;
+    s.head_dim = 32;
+    s.mlp_only_layers = {1};  // a dense layer between two MoE layers
+    return s;
+  }
+  if (name == "qwen3-moe-bench") {
+    TestModelSpec s = bench_qwen3(2048, 6144);
+    s.arch = "qwen3_moe";
+    s.n_layer = 8;
+    s.n_head = 32;
+    s.n_head_kv = 4;
+    s.n_expert = 128;
+    s.n_expert_used = 8;
+    s.n_ff_expert = 768;
+    s.gguf_type = DType::kQ4_0;
+    return s;
+  }
   if (name == "qwen3-0.6b") return bench_qwen3(1024, 3072);
   if (name == "qwen3-1.7b") return bench_qwen3(2048, 6144);
   std::string known;
@@ -71,8 +90,26 @@ Result<TestModelSpec> test_model_preset(std::string_view name) {
 }
 
 Status validate_test_model_spec(const TestModelSpec& s) {
-  if (s.arch != "llama" && s.arch != "qwen2" && s.arch != "qwen3") {
-    return make_error("test model: arch '", s.arch, "' is not one of llama, qwen2, qwen3");
+  if (s.arch != "llama" && s.arch != "qwen2" && s.arch != "qwen3" && s.arch != "qwen3_moe") {
+    return make_error("test model: arch '", s.arch, "' is not one of llama, qwen2, qwen3, qwen3_moe");
+  }
+  if (s.moe()) {
+    if (s.n_expert == 0 || s.n_expert > 512)
+      return make_error("test model: n_expert = ", s.n_expert, " must be in [1, 512]");
+    if (s.n_expert_used == 0 || s.n_expert_used > s.n_expert)
+      return make_error("test model: n_expert_used = ", s.n_expert_used, " must be in [1, n_expert = ", s.n_expert, "]");
+    for (uint32_t l : s.mlp_only_layers)
+      if (l >= s.n_layer) return make_error("test model: mlp_only_layers entry ", l, " is not a layer");
+    // Expert rows must fit the quantization blocks like every other matrix.
+    uint32_t block = 1;
+    if (s.format == TestModelFormat::kGguf && testmodel::gguf_type_supported(s.gguf_type))
+      block = dtype_traits(s.gguf_type).block_elems;
+    if (s.format == TestModelFormat::kSafetensors && s.mlx_bits != 0) block = s.mlx_group_size;
+    if (s.n_ff_expert == 0) return make_error("test model: n_ff_expert must be positive");
+    for (uint32_t f : {s.n_ff_expert, s.n_ff_shared_expert})
+      if (f > (1u << 16) || f % block != 0)
+        return make_error("test model: expert intermediate size ", f, " must be at most 65536 and a multiple of ",
+                          block, " (the matrix type's block or MLX group)");
   }
   constexpr uint32_t kMaxDim = 1u << 16;
   const std::pair<const char*, uint32_t> dims[] = {
@@ -86,7 +123,7 @@ Status validate_test_model_spec(const TestModelSpec& s) {
     return make_error("test model: n_head ", s.n_head, " is not a multiple of n_head_kv ", s.n_head_kv);
   }
   if (s.head_dim % 2 != 0) return make_error("test model: head_dim ", s.head_dim, " must be even (RoPE pairs)");
-  if (s.arch != "qwen3" && s.n_head * s.head_dim != s.n_embd) {
+  if (s.arch != "qwen3" && s.arch != "qwen3_moe" && s.n_head * s.head_dim != s.n_embd) {
     return make_error("test model: ", s.arch, " needs n_head * head_dim (", s.n_head * s.head_dim,
                       ") == n_embd (", s.n_embd, "); only qwen3 has an explicit head_dim");
   }

@@ -43,6 +43,25 @@ struct TestModelSpec {
   bool tie_embeddings = false;  // no separate output matrix
   uint64_t seed = 1;
 
+  // Mixture of experts (qwen3_moe): every layer not in mlp_only_layers has a router over n_expert
+  // SwiGLU experts of n_ff_expert, n_expert_used of them per token, and a shared expert with a
+  // sigmoid gate when n_ff_shared_expert > 0 (the Qwen3-Next layout; Qwen3-MoE has none).
+  // Experts are stacked tensors in GGUF and MLX files, one tensor per expert in plain safetensors.
+  uint32_t n_expert = 8;
+  uint32_t n_expert_used = 2;
+  uint32_t n_ff_expert = 64;
+  uint32_t n_ff_shared_expert = 0;
+  bool norm_topk_prob = true;
+  std::vector<uint32_t> mlp_only_layers;  // dense SwiGLU MLP layers of a MoE model
+
+  bool moe() const { return arch == "qwen3_moe"; }
+  bool moe_layer(uint32_t il) const {
+    if (!moe()) return false;
+    for (uint32_t l : mlp_only_layers)
+      if (l == il) return false;
+    return true;
+  }
+
   // GGUF: type of every 2-D matrix ("pure": embeddings and output too); 1-D tensors are F32.
   // F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K. Block types need rows (n_embd, n_ff,
   // n_head * head_dim) that are multiples of the block size (32, or 256 for the K-quants).
@@ -66,6 +85,11 @@ struct TestModelSpec {
 //   tiny-llama-k, tiny-qwen3-k              dim 256, ffn 512, head_dim 64: every row fits K-quants
 //   qwen3-0.6b, qwen3-1.7b                  the benchmark shapes (28 layers, tied embeddings,
 //                                           vocab 151936), Q8_0 unless changed by the caller
+//   tiny-qwen3-moe                          qwen3_moe: dim 64, 3 layers (layer 1 dense), 8 experts
+//                                           of 64, top 2
+//   qwen3-moe-bench                         the Qwen3-30B-A3B layer shape (dim 2048, 128 experts of
+//                                           768, top 8) with 8 layers instead of 48: 2.9 GB in
+//                                           Q4_0, about 12% of it read per token (MoE decode bench)
 Result<TestModelSpec> test_model_preset(std::string_view name);
 std::vector<std::string> test_model_preset_names();
 

@@ -32,6 +32,8 @@ std::string test_model_usage() {
   return "usage: splash make-test-model [--preset NAME] [--format gguf|safetensors] [--type T] [--dtype T]\n"
          "       [--mlx-bits N] [--mlx-group N] [--arch A] [--dim N] [--layers N] [--heads N] [--kv-heads N]\n"
          "       [--head-dim N] [--ffn N] [--vocab N] [--ctx N] [--rope-theta F] [--rms-eps F] [--tie|--no-tie]\n"
+         "       MoE (qwen3_moe): [--experts N] [--experts-used N] [--expert-ffn N] [--shared-expert-ffn N]\n"
+         "       [--no-norm-topk]\n"
          "       [--seed N] [--tokenizer tokenizer.json] --out PATH\n";
 }
 
@@ -47,6 +49,7 @@ Result<TestModelArgs> parse_test_model_args(std::span<const std::string> args) {
     const std::string& f = args[i];
     if (f == "--tie") { out.spec.tie_embeddings = true; continue; }
     if (f == "--no-tie") { out.spec.tie_embeddings = false; continue; }
+    if (f == "--no-norm-topk") { out.spec.norm_topk_prob = false; continue; }
     if (i + 1 >= args.size()) return make_error(f, ": missing value (", test_model_usage(), ")");
     const std::string& v = args[++i];
     TestModelSpec& s = out.spec;
@@ -75,6 +78,10 @@ Result<TestModelArgs> parse_test_model_args(std::span<const std::string> args) {
     if (f == "--head-dim") { SPLASH_TRY(s.head_dim, parse_u32(f, v)); continue; }
     if (f == "--ffn") { SPLASH_TRY(s.n_ff, parse_u32(f, v)); continue; }
     if (f == "--vocab") { SPLASH_TRY(s.n_vocab, parse_u32(f, v)); continue; }
+    if (f == "--experts") { SPLASH_TRY(s.n_expert, parse_u32(f, v)); continue; }
+    if (f == "--experts-used") { SPLASH_TRY(s.n_expert_used, parse_u32(f, v)); continue; }
+    if (f == "--expert-ffn") { SPLASH_TRY(s.n_ff_expert, parse_u32(f, v)); continue; }
+    if (f == "--shared-expert-ffn") { SPLASH_TRY(s.n_ff_shared_expert, parse_u32(f, v)); continue; }
     if (f == "--ctx") { SPLASH_TRY(s.context_length, parse_u32(f, v)); continue; }
     if (f == "--seed") { SPLASH_TRY(s.seed, parse_uint(f, v)); continue; }
     if (f == "--rope-theta") { SPLASH_TRY(s.rope_theta, parse_float(f, v)); continue; }

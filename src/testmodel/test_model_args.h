@@ -1,7 +1,7 @@
 // Command-line options of `splash make-test-model`, parsed here so the CLI only forwards argv.
 //
 //   --preset NAME         tiny-llama | tiny-qwen2 | tiny-qwen3 | tiny-llama-k | tiny-qwen3-k |
-//                         qwen3-0.6b | qwen3-1.7b (default tiny-llama); the flags below override it
+//                         qwen3-0.6b | qwen3-1.7b | tiny-qwen3-moe | qwen3-moe-bench (default tiny-llama); the flags below override it
 //   --format gguf|safetensors   (default gguf)
 //   --type T              GGUF matrix type: f32 f16 bf16 q8_0 q4_0 q4_k q5_k q6_k
 //   --dtype T             safetensors dtype: f32 f16 bf16
@@ -9,6 +9,7 @@
 //   --mlx-group N         MLX group size (32, 64, 128; default 64)
 //   --arch A --dim N --layers N --heads N --kv-heads N --head-dim N --ffn N --vocab N --ctx N
 //   --rope-theta F --rms-eps F --tie | --no-tie --seed N
+//   --experts N --experts-used N --expert-ffn N --shared-expert-ffn N --no-norm-topk   (qwen3_moe)
 //   --tokenizer PATH      a real tokenizer.json (e.g. Qwen3's) instead of the synthetic one
 //   --out PATH            output file (gguf) or directory (safetensors); required
 #pragma once

@@ -71,11 +71,15 @@ std::vector<TensorPlan> plan_tensors(const TestModelSpec& spec, uint32_t n_vocab
       vec(p + "self_attn.v_proj.bias", kv_dim, TensorKind::kBias, 0.1f);
     }
     matrix(p + "self_attn.o_proj.weight", d, q_dim, inv_sqrt(q_dim));
-    if (spec.arch == "qwen3") {
+    if (spec.arch == "qwen3" || spec.arch == "qwen3_moe") {
       vec(p + "self_attn.q_norm.weight", spec.head_dim, TensorKind::kNorm, 0.1f);
       vec(p + "self_attn.k_norm.weight", spec.head_dim, TensorKind::kNorm, 0.1f);
     }
     vec(p + "post_attention_layernorm.weight", d, TensorKind::kNorm, 0.1f);
+    if (spec.moe_layer(il)) {
+      plan_moe_mlp(spec, il, out);
+      continue;
+    }
     matrix(p + "mlp.gate_proj.weight", spec.n_ff, d, inv_sqrt(d));
     matrix(p + "mlp.up_proj.weight", spec.n_ff, d, inv_sqrt(d));
     matrix(p + "mlp.down_proj.weight", d, spec.n_ff, inv_sqrt(spec.n_ff));

@@ -23,10 +23,23 @@ struct TensorPlan {
   // RoPE (0 = no permutation).
   uint32_t rope_heads = 0;
 
+  // Mixture of experts: GGUF stores routers in F32 whatever the file type (as llama.cpp does) and
+  // the shared-expert gate as a vector; a stacked [n_expert, rows, cols] expert tensor
+  // (`mlp.switch_mlp.*`) is written as one tensor per expert (`mlp.experts.<e>.*`) in plain
+  // safetensors, with the same values.
+  bool gguf_f32 = false;
+  bool gguf_flat = false;
+  bool stacked_experts = false;
+
   uint64_t n_elems() const;
   uint64_t rows() const { return shape.size() == 2 ? shape[0] : 1; }
   uint64_t cols() const { return shape.back(); }
 };
+
+// The MoE feed-forward tensors of layer il (router, experts, shared expert), appended to `out`.
+void plan_moe_mlp(const TestModelSpec& spec, uint32_t il, std::vector<TensorPlan>& out);
+// "model.layers.3.mlp.switch_mlp.up_proj.weight", 5 -> "model.layers.3.mlp.experts.5.up_proj.weight"
+std::string expert_tensor_name(const std::string& stacked_name, uint64_t expert);
 
 // Every tensor of the model in HF order (embeddings, layers, final norm, lm_head unless tied).
 std::vector<TensorPlan> plan_tensors(const TestModelSpec& spec, uint32_t n_vocab);

@@ -29,7 +29,7 @@ uint32_t file_type_of(DType t) {
 }
 
 Status set_metadata(gguf::GgufWriter& w, const TestModelSpec& s, const TokenizerData& tok) {
-  const std::string& a = s.arch;
+  const std::string a = s.arch == "qwen3_moe" ? "qwen3moe" : s.arch;
   SPLASH_TRY_STATUS(w.set_string("general.architecture", a));
   SPLASH_TRY_STATUS(w.set_string("general.name", str_cat("splash-test-", a)));
   SPLASH_TRY_STATUS(w.set_u32("general.file_type", file_type_of(s.gguf_type)));
@@ -43,6 +43,14 @@ Status set_metadata(gguf::GgufWriter& w, const TestModelSpec& s, const Tokenizer
   SPLASH_TRY_STATUS(w.set_u32(a + ".attention.key_length", s.head_dim));
   SPLASH_TRY_STATUS(w.set_u32(a + ".attention.value_length", s.head_dim));
   SPLASH_TRY_STATUS(w.set_u32(a + ".rope.dimension_count", s.head_dim));
+  if (s.moe()) {
+    SPLASH_TRY_STATUS(w.set_u32(a + ".expert_count", s.n_expert));
+    SPLASH_TRY_STATUS(w.set_u32(a + ".expert_used_count", s.n_expert_used));
+    SPLASH_TRY_STATUS(w.set_u32(a + ".expert_feed_forward_length", s.n_ff_expert));
+    if (s.n_ff_shared_expert > 0)
+      SPLASH_TRY_STATUS(w.set_u32(a + ".expert_shared_feed_forward_length", s.n_ff_shared_expert));
+    SPLASH_TRY_STATUS(w.set_bool(a + ".expert_weights_norm", s.norm_topk_prob));
+  }
   SPLASH_TRY_STATUS(w.set_f32(a + ".rope.freq_base", s.rope_theta));
   SPLASH_TRY_STATUS(w.set_f32(a + ".attention.layer_norm_rms_epsilon", s.rms_eps));
   SPLASH_TRY_STATUS(w.set_u32(a + ".vocab_size", static_cast<uint32_t>(tok.tokens.size())));
@@ -84,8 +92,9 @@ Status write_gguf_model(const TestModelSpec& spec, const TokenizerData& tok, uin
   for (const TensorPlan& t : plan_tensors(spec, n_vocab)) {
     const auto name = hf_to_gguf_name(t.hf_name);
     SPLASH_CHECK_MSG(name.has_value(), t.hf_name);  // plan_tensors only makes names the map knows
-    const DType type = t.kind == TensorKind::kMatrix ? spec.gguf_type : DType::kF32;
+    const DType type = t.kind == TensorKind::kMatrix && !t.gguf_f32 ? spec.gguf_type : DType::kF32;
     std::vector<uint64_t> shape(t.shape.rbegin(), t.shape.rend());  // GGUF: innermost first
+    if (t.gguf_flat) shape = {t.n_elems()};
     const uint64_t seed = spec.seed;
     const uint32_t head_dim = spec.head_dim;
     auto produce = [t, type, seed, head_dim](gguf::ByteSink& sink) -> Status {

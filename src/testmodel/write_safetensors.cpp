@@ -20,6 +20,7 @@ using nlohmann::ordered_json;
 const char* hf_class(const std::string& arch) {
   if (arch == "qwen2") return "Qwen2ForCausalLM";
   if (arch == "qwen3") return "Qwen3ForCausalLM";
+  if (arch == "qwen3_moe") return "Qwen3MoeForCausalLM";
   return "LlamaForCausalLM";
 }
 
@@ -47,6 +48,15 @@ std::string config_json(const TestModelSpec& s, const TokenizerData& tok, uint32
   c["bos_token_id"] = tok.bos >= 0 ? ordered_json(tok.bos) : ordered_json(nullptr);
   c["eos_token_id"] = tok.eos >= 0 ? ordered_json(tok.eos) : ordered_json(nullptr);
   c["torch_dtype"] = torch_dtype(s.safetensors_dtype);
+  if (s.moe()) {
+    c["num_experts"] = s.n_expert;
+    c["num_experts_per_tok"] = s.n_expert_used;
+    c["moe_intermediate_size"] = s.n_ff_expert;
+    c["norm_topk_prob"] = s.norm_topk_prob;
+    c["decoder_sparse_step"] = 1;
+    c["mlp_only_layers"] = s.mlp_only_layers;
+    if (s.n_ff_shared_expert > 0) c["shared_expert_intermediate_size"] = s.n_ff_shared_expert;
+  }
   if (s.mlx_bits != 0) {
     c["quantization"] = {{"group_size", s.mlx_group_size}, {"bits", s.mlx_bits}};
   }
@@ -60,6 +70,13 @@ std::string generation_config_json(const TokenizerData& tok) {
   if (tok.pad >= 0) g["pad_token_id"] = tok.pad;
   g["do_sample"] = false;
   return g.dump(2);
+}
+
+// An MLX tensor's shape: the plan's leading dimensions (experts of a stacked tensor), then `last`.
+std::vector<uint64_t> mlx_shape(const TensorPlan& t, uint64_t last) {
+  std::vector<uint64_t> shape = t.shape;
+  shape.back() = last;
+  return shape;
 }
 
 Status write_text(const std::filesystem::path& p, const std::string& text) {
@@ -93,7 +110,7 @@ Status write_safetensors_model(const TestModelSpec& spec, const TokenizerData& t
       SafeTensorWrite w;
       w.name = t.hf_name;
       w.dtype = DType::kU32;
-      w.shape = {rows, cols * spec.mlx_bits / 32};
+      w.shape = mlx_shape(t, cols * spec.mlx_bits / 32);
       w.produce = [t, seed, mp, scale_dt, slot, rows, cols](ByteSink& sink) -> Status {
         std::vector<float> vals(rows * cols);
         generate_values(t, seed, 0, vals);
@@ -107,7 +124,7 @@ Status write_safetensors_model(const TestModelSpec& spec, const TokenizerData& t
         SafeTensorWrite s;
         s.name = base + (is_scale ? ".scales" : ".biases");
         s.dtype = scale_dt;
-        s.shape = {rows, cols / spec.mlx_group_size};
+        s.shape = mlx_shape(t, cols / spec.mlx_group_size);
         s.produce = [slot, is_scale](ByteSink& sink) -> Status {
           SPLASH_CHECK(slot->q != nullptr);  // the writer keeps tensor order
           Status st = sink.write(is_scale ? slot->q->scales : slot->q->biases);
@@ -115,6 +132,24 @@ Status write_safetensors_model(const TestModelSpec& spec, const TokenizerData& t
           return st;
         };
         writes.push_back(std::move(s));
+      }
+      continue;
+    }
+    if (t.stacked_experts) {  // Hugging Face layout: one [rows, cols] tensor per expert
+      const uint64_t n_exp = t.shape[0], per = t.n_elems() / n_exp;
+      for (uint64_t e = 0; e < n_exp; ++e) {
+        SafeTensorWrite w;
+        w.name = expert_tensor_name(t.hf_name, e);
+        w.dtype = dt;
+        w.shape = {t.shape[1], t.shape[2]};
+        w.produce = [t, seed, dt, e, per](ByteSink& sink) -> Status {
+          std::vector<float> vals(per);
+          generate_values(t, seed, e * per, vals);
+          std::vector<uint8_t> bytes;
+          SPLASH_TRY_STATUS(encode_rows(dt, vals, t.cols(), bytes));
+          return sink.write(bytes);
+        };
+        writes.push_back(std::move(w));
       }
       continue;
     }

@@ -1,4 +1,4 @@
-"""Reference forward pass for llama / qwen2 / qwen3 decoder-only transformers, from the published
+"""Reference forward pass for llama / qwen2 / qwen3 / qwen3_moe (moe.py) decoder-only transformers, from the published
 model definitions (LLaMA: RMSNorm pre-norm, RoPE, SwiGLU; Qwen2: + q/k/v biases; Qwen3: + per-head
 RMSNorm on q and k before RoPE and an explicit head_dim, so n_head*head_dim may differ from dim).
 
@@ -27,6 +27,7 @@ import os
 
 import numpy as np
 
+import moe
 import readers
 
 
@@ -106,18 +107,18 @@ def load_gguf(path, compute_dtype=None):
     g = readers.GGUFFile(path)
     md = g.metadata
     arch = md["general.architecture"]
-    if arch not in ("llama", "qwen2", "qwen3"):
+    if arch not in ("llama", "qwen2", "qwen3", "qwen3moe"):
         raise ValueError(f"{path}: architecture {arch} not supported by the reference")
     m = Model()
     m.gguf = g
-    m.arch = arch
+    m.arch = "qwen3_moe" if arch == "qwen3moe" else arch
     m.rope = "interleaved" if arch == "llama" else "neox"
     m.dim = int(md[f"{arch}.embedding_length"])
     m.n_layers = int(md[f"{arch}.block_count"])
     m.n_head = int(md[f"{arch}.attention.head_count"])
     m.n_head_kv = int(md.get(f"{arch}.attention.head_count_kv", m.n_head))
     m.head_dim = int(md.get(f"{arch}.attention.key_length", m.dim // m.n_head))
-    m.n_ff = int(md[f"{arch}.feed_forward_length"])
+    m.n_ff = int(md.get(f"{arch}.feed_forward_length", 0))
     m.eps = float(md.get(f"{arch}.attention.layer_norm_rms_epsilon", 1e-5))
     m.theta = float(md.get(f"{arch}.rope.freq_base", 10000.0))
     m.ctx = int(md.get(f"{arch}.context_length", 0))
@@ -138,8 +139,9 @@ def load_gguf(path, compute_dtype=None):
             wo=g.tensor(p + "attn_output.weight"),
             q_norm=opt(p + "attn_q_norm.weight"), k_norm=opt(p + "attn_k_norm.weight"),
             ffn_norm=g.tensor(p + "ffn_norm.weight"),
-            gate=g.tensor(p + "ffn_gate.weight"), up=g.tensor(p + "ffn_up.weight"),
-            down=g.tensor(p + "ffn_down.weight")))
+            gate=opt(p + "ffn_gate.weight"), up=opt(p + "ffn_up.weight"),
+            down=opt(p + "ffn_down.weight")))
+    moe.load_gguf(m, g, arch)
     return _finish(m, compute_dtype)
 
 
@@ -155,7 +157,7 @@ def load_hf(path, compute_dtype=None):
     m.n_head = int(c["num_attention_heads"])
     m.n_head_kv = int(c.get("num_key_value_heads") or m.n_head)
     m.head_dim = int(c.get("head_dim") or m.dim // m.n_head)
-    m.n_ff = int(c["intermediate_size"])
+    m.n_ff = int(c.get("intermediate_size", 0))
     m.eps = float(c.get("rms_norm_eps", 1e-6))
     m.theta = float(c.get("rope_theta", 10000.0))
     m.ctx = int(c.get("max_position_embeddings", 0))
@@ -186,8 +188,11 @@ def load_hf(path, compute_dtype=None):
             wo=st.tensor(a + "o_proj.weight"),
             q_norm=opt(a + "q_norm.weight"), k_norm=opt(a + "k_norm.weight"),
             ffn_norm=st.tensor(p + "post_attention_layernorm.weight"),
-            gate=st.tensor(p + "mlp.gate_proj.weight"), up=st.tensor(p + "mlp.up_proj.weight"),
-            down=st.tensor(p + "mlp.down_proj.weight")))
+            gate=opt(p + "mlp.gate_proj.weight"), up=opt(p + "mlp.up_proj.weight"),
+            down=opt(p + "mlp.down_proj.weight")))
+    if mt == "qwen3_moe":
+        m.arch = mt
+    moe.load_hf(m, st, c)
     return _finish(m, compute_dtype)
 
 
@@ -239,6 +244,18 @@ class KVCache:
         return self.k[0].shape[0]
 
 
+def int8_acts(x):
+    """Activations as the integer dot products of quantized kernels see them (llama.cpp-style, our
+    CPU kernels bit for bit): each run of 32 values rounded to int8 codes (ties to even) with the
+    f32 scale max|x| / 127. Used only when Model.int8_acts is set (see forward)."""
+    x32 = np.asarray(x, dtype=np.float32)
+    blocks = x32.reshape(*x32.shape[:-1], -1, 32)
+    d = np.abs(blocks).max(axis=-1, keepdims=True) / np.float32(127.0)
+    inv = np.where(d != 0, np.float32(1.0) / np.where(d != 0, d, 1), 0).astype(np.float32)
+    q = np.rint(blocks * inv)
+    return (q.astype(np.float64) * d.astype(np.float64)).reshape(x.shape)
+
+
 def _lin(x, w, b=None):
     y = x @ w.T
     return y if b is None else y + b
@@ -257,15 +274,21 @@ def forward(m, tokens, cache=None):
     p0 = cache.n_past
     pos = np.arange(p0, p0 + T)
     x = m.tok_embd[tokens].copy()                                     # [T, dim]
+    # Model.int8_acts: every matmul input rounded as quantized kernels do (the file's matrices must
+    # all be quantized: a "pure" GGUF or an MLX file), except the MoE router and shared-expert gate,
+    # which Splash runs in f32. Lets a discontinuous model (MoE top-k routing) be compared against
+    # quantized-kernel output without near-tie flips.
+    qa = int8_acts if getattr(m, "int8_acts", False) else (lambda v: v)
     hd, H, Hkv = m.head_dim, m.n_head, m.n_head_kv
     group = H // Hkv
     # causal mask over [T, p0+T]: query t sees keys 0..p0+t
     mask = np.arange(p0 + T)[None, :] > (p0 + np.arange(T))[:, None]
     for il, L in enumerate(m.layers):
         h = rms_norm(x, L["attn_norm"], m.eps)
-        q = _lin(h, L["wq"], L["bq"]).reshape(T, H, hd)
-        k = _lin(h, L["wk"], L["bk"]).reshape(T, Hkv, hd)
-        v = _lin(h, L["wv"], L["bv"]).reshape(T, Hkv, hd)
+        hq = qa(h)
+        q = _lin(hq, L["wq"], L["bq"]).reshape(T, H, hd)
+        k = _lin(hq, L["wk"], L["bk"]).reshape(T, Hkv, hd)
+        v = _lin(hq, L["wv"], L["bv"]).reshape(T, Hkv, hd)
         if L["q_norm"] is not None:
             q = rms_norm(q, L["q_norm"], m.eps)
         if L["k_norm"] is not None:
@@ -282,13 +305,16 @@ def forward(m, tokens, cache=None):
         p = np.exp(scores)
         p /= p.sum(axis=-1, keepdims=True)
         att = (p @ V.transpose(1, 0, 2)).transpose(1, 0, 2).reshape(T, H * hd)  # [T, H*hd]
-        x = x + _lin(att, L["wo"])
+        x = x + _lin(qa(att), L["wo"])
         h = rms_norm(x, L["ffn_norm"], m.eps)
-        g = _lin(h, L["gate"])
-        u = _lin(h, L["up"])
-        x = x + _lin(g / (1.0 + np.exp(-g)) * u, L["down"])
+        if moe.is_sparse(L):
+            x = x + moe.ffn(L, h, m, qa)
+            continue
+        g = _lin(qa(h), L["gate"])
+        u = _lin(qa(h), L["up"])
+        x = x + _lin(qa(g / (1.0 + np.exp(-g)) * u), L["down"])
     x = rms_norm(x, m.out_norm, m.eps)
-    return _lin(x, m.output)
+    return _lin(qa(x), m.output)
 
 
 def greedy(m, prompt, n):
