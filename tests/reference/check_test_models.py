@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Checks the C++ test-model generator against the independent numpy reference.
 
-For every architecture (llama, qwen2, qwen3) and every format/type the generator writes:
+For every architecture (llama, qwen2, qwen3, qwen3_moe) and every format/type the generator writes:
   * the reference loads the file and produces finite, non-degenerate logits;
   * GGUF-F32 and safetensors-F32 of the same seed give the same logits (1e-5 relative): this is
     what catches q/k permutation or naming bugs in either writer, since the GGUF llama file stores
@@ -141,6 +141,7 @@ def main():
                 sane(f"{preset} gguf {t}", x)
                 check(nmse(x, f) < tol, f"{preset} gguf {t} vs f32: nmse {nmse(x, f):.2e} < {tol}")
 
+        check_moe(a.tool, p)
         check_tokenizers(a.tool, p)
     finally:
         if not a.keep:
@@ -150,6 +151,49 @@ def main():
         return 1
     print("all test-model checks passed")
     return 0
+
+
+def check_moe(tool, p):
+    """qwen3_moe: stacked experts (GGUF ffn_*_exps, MLX switch_mlp) and one tensor per expert (plain
+    safetensors) hold the same values; formats agree; quantized files stay near F32. Top-k routing
+    is discontinuous, so quantized logits are compared with looser bounds than the dense models'
+    (a weight perturbation flips near-tie expert choices)."""
+    for shared in ("0", "128"):
+        name = "tiny-qwen3-moe" + ("-shared" if shared != "0" else "")
+        base = ["--preset", "tiny-qwen3-moe", "--seed", "11", "--shared-expert-ffn", shared]
+        g = make(tool, p(name + ".gguf"), *base, "--type", "f32")
+        s = make(tool, p(name + "-f32"), *base, "--format", "safetensors")
+        gg, st = readers.GGUFFile(g), readers.SafetensorsDir(s)
+        for proj, gname in (("gate_proj", "ffn_gate_exps"), ("up_proj", "ffn_up_exps"), ("down_proj", "ffn_down_exps")):
+            stacked = gg.tensor(f"blk.0.{gname}.weight")
+            per = np.stack([st.tensor(f"model.layers.0.mlp.experts.{e}.{proj}.weight") for e in range(stacked.shape[0])])
+            check(stacked.shape == per.shape and np.array_equal(stacked, per),
+                  f"{name}: GGUF {gname} {stacked.shape} == safetensors mlp.experts.*.{proj}")
+        check("blk.1.ffn_gate_inp.weight" not in gg.tensors and "blk.1.ffn_gate.weight" in gg.tensors,
+              f"{name}: layer 1 (mlp_only_layers) is a dense MLP in GGUF")
+        check(gg.type_name("blk.0.ffn_gate_inp.weight") == "F32", f"{name}: GGUF router stays F32")
+        lg, ls = logits(g), logits(s)
+        sane(f"{name} gguf f32", lg)
+        check(rel_err(lg, ls) < 1e-5, f"{name}: GGUF-F32 vs safetensors-F32 logits, max rel err {rel_err(lg, ls):.2e}")
+        other = make(tool, p(name + "-seed12.gguf"), "--preset", "tiny-qwen3-moe", "--seed", "12",
+                     "--shared-expert-ffn", shared)
+        check(rel_err(logits(other), lg) > 1e-2, f"{name}: another seed gives other logits")
+        for t, tol in (("q8_0", 5e-3), ("q4_0", 0.5)):
+            qf = make(tool, p(f"{name}-{t}.gguf"), *base, "--type", t)
+            weights_close(f"{name} gguf {t}", t, qf, g)
+            x = logits(qf)
+            sane(f"{name} gguf {t}", x)
+            check(nmse(x, lg) < tol, f"{name} gguf {t} vs f32: nmse {nmse(x, lg):.2e} < {tol}")
+        for bits, group, tol in (("4", "64", 0.5), ("8", "32", 5e-3)):
+            qd = make(tool, p(f"{name}-mlx{bits}"), *base, "--mlx-bits", bits, "--mlx-group", group)
+            q = readers.SafetensorsDir(qd)
+            stacked = q.tensor("model.layers.2.mlp.switch_mlp.down_proj.weight")
+            per = np.stack([st.tensor(f"model.layers.2.mlp.experts.{e}.down_proj.weight") for e in range(stacked.shape[0])])
+            e = nmse(stacked, per)
+            check(e < WEIGHT_NMSE["mlx" + bits], f"{name} mlx {bits}-bit: stacked switch_mlp experts nmse {e:.2e}")
+            x = logits(qd)
+            sane(f"{name} mlx {bits}-bit", x)
+            check(nmse(x, ls) < tol, f"{name} mlx {bits}-bit g{group} vs f32: nmse {nmse(x, ls):.2e} < {tol}")
 
 
 def check_tokenizers(tool, p):
