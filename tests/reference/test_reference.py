@@ -230,6 +230,53 @@ class RopeLayoutTests(unittest.TestCase):
             self.assertGreater(np.std(r), 0.05)
 
 
+class MoeTests(unittest.TestCase):
+    """moe.py's routing and expert mixing against closed forms."""
+
+    def setUp(self):
+        rng = np.random.default_rng(3)
+        E, d, f = 6, 16, 8
+        self.h = rng.standard_normal((5, d))
+        self.L = dict(moe_router=rng.standard_normal((E, d)), moe_gate=rng.standard_normal((E, f, d)),
+                      moe_up=rng.standard_normal((E, f, d)), moe_down=rng.standard_normal((E, d, f)),
+                      moe_sh_gate=None, moe_sh_up=None, moe_sh_down=None, moe_sh_inp=None)
+
+    @staticmethod
+    def mlp(g, u, dn, h):
+        a = h @ g.T
+        return (a / (1 + np.exp(-a)) * (h @ u.T)) @ dn.T
+
+    def test_all_experts_is_the_softmax_mixture(self):
+        class M:
+            moe_top_k, moe_norm_topk = 6, False
+        p = np.exp(self.h @ self.L["moe_router"].T)
+        p /= p.sum(axis=1, keepdims=True)
+        want = sum(p[:, e:e + 1] * self.mlp(self.L["moe_gate"][e], self.L["moe_up"][e], self.L["moe_down"][e], self.h)
+                   for e in range(6))
+        np.testing.assert_allclose(ref_model.moe.ffn(self.L, self.h, M), want, rtol=1e-10, atol=1e-10)
+
+    def test_identical_experts_with_renormalization_equal_one_mlp(self):
+        class M:
+            moe_top_k, moe_norm_topk = 2, True
+        for k in ("moe_gate", "moe_up", "moe_down"):
+            self.L[k] = np.repeat(self.L[k][:1], 6, axis=0)
+        want = self.mlp(self.L["moe_gate"][0], self.L["moe_up"][0], self.L["moe_down"][0], self.h)
+        np.testing.assert_allclose(ref_model.moe.ffn(self.L, self.h, M), want, rtol=1e-10, atol=1e-10)
+
+    def test_route_ties_and_shared_gate(self):
+        idx, w = ref_model.moe.route(np.eye(3)[:1], np.array([[0.0, 0, 0], [1, 0, 0], [1, 0, 0]]), 2, True)
+        self.assertEqual(list(idx[0]), [1, 2])  # tie between experts 1 and 2: lower index first
+        np.testing.assert_allclose(w[0], [0.5, 0.5])
+
+        class M:
+            moe_top_k, moe_norm_topk = 1, True
+        L = dict(self.L, moe_sh_gate=self.L["moe_gate"][0], moe_sh_up=self.L["moe_up"][0],
+                 moe_sh_down=self.L["moe_down"][0], moe_sh_inp=np.zeros(16))
+        shared = self.mlp(L["moe_sh_gate"], L["moe_sh_up"], L["moe_sh_down"], self.h)
+        np.testing.assert_allclose(ref_model.moe.ffn(L, self.h, M) - ref_model.moe.ffn(self.L, self.h, M),
+                                   0.5 * shared, rtol=1e-10, atol=1e-10)  # sigmoid(0) = 0.5
+
+
 @unittest.skipUnless(os.path.exists(os.path.join(DEMO, "stories15M.bin")), "demo weights missing")
 class Stories15MTests(unittest.TestCase):
     def test_greedy_matches_golden_and_known_sentence(self):
