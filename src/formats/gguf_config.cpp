@@ -104,6 +104,25 @@ Result<ModelConfig> model_config_from_gguf(const gguf::GgufFile& f) {
     }
     if (any_dense) c.moe_layer = std::move(moe);
   }
+  if (ours == "qwen3_next" || ours == "qwen3_5") {
+    // Hybrid Gated DeltaNet: llama.cpp's ssm.* keys (state_size = key head dim, group_count = key
+    // heads, time_step_rank = value heads, inner_size = value heads x value head dim).
+    uint32_t interval = 4, inner = 0;
+    SPLASH_TRY_STATUS(opt_u32(f, p + "full_attention_interval", interval));
+    if (interval == 0) return make_error(f.source(), ": ", p, "full_attention_interval must be at least 1");
+    for (uint32_t il = 0; il < c.n_layer; ++il)
+      c.layer_kinds.push_back((il + 1) % interval == 0 ? LayerKind::kFullAttention : LayerKind::kLinearAttention);
+    SPLASH_TRY(c.linear_key_head_dim, f.get_u32(p + "ssm.state_size"));
+    SPLASH_TRY(c.linear_n_key_heads, f.get_u32(p + "ssm.group_count"));
+    SPLASH_TRY(c.linear_n_value_heads, f.get_u32(p + "ssm.time_step_rank"));
+    SPLASH_TRY(inner, f.get_u32(p + "ssm.inner_size"));
+    SPLASH_TRY(c.linear_conv_kernel, f.get_u32(p + "ssm.conv_kernel"));
+    if (c.linear_n_value_heads == 0 || inner % c.linear_n_value_heads != 0)
+      return make_error(f.source(), ": ", p, "ssm.inner_size ", inner, " is not a multiple of ssm.time_step_rank ",
+                        c.linear_n_value_heads);
+    c.linear_value_head_dim = inner / c.linear_n_value_heads;
+    c.attn_output_gate = true;
+  }
 
   // Vocabulary size: the explicit key, else the token list, else the embedding's row count.
   if (f.has(p + "vocab_size")) {

@@ -18,7 +18,7 @@ struct NamePair {
 // sides). Stacked expert tensors ([n_expert, rows, cols]) carry MLX-LM's `switch_mlp` names inside
 // Splash; Hugging Face checkpoints with one tensor per expert (`mlp.experts.<e>.gate_proj`) have no
 // GGUF counterpart (llama.cpp stacks them).
-constexpr std::array<NamePair, 19> kLayerNames = {{
+constexpr std::array<NamePair, 31> kLayerNames = {{
     {"input_layernorm", "attn_norm"},
     {"post_attention_layernorm", "ffn_norm"},
     {"self_attn.q_proj", "attn_q"},
@@ -38,6 +38,22 @@ constexpr std::array<NamePair, 19> kLayerNames = {{
     {"mlp.shared_expert.up_proj", "ffn_up_shexp"},
     {"mlp.shared_expert.down_proj", "ffn_down_shexp"},
     {"mlp.shared_expert_gate", "ffn_gate_inp_shexp"},  // [1, n_embd] (GGUF: [n_embd])
+    // Hybrid Gated-DeltaNet models (qwen3next / qwen35). llama.cpp names post_attention_layernorm
+    // "post_attention_norm" there (HF -> GGUF keeps ffn_norm above; the test-model writer names
+    // hybrids' itself). GGUF ssm_a holds A = -exp(A_log) and the zero-centred norms hold 1 + w:
+    // the loader, not this map, accounts for the values.
+    {"post_attention_layernorm", "post_attention_norm"},
+    {"linear_attn.in_proj_qkvz", "ssm_in"},
+    {"linear_attn.in_proj_ba", "ssm_ba"},
+    {"linear_attn.in_proj_qkv", "attn_qkv"},
+    {"linear_attn.in_proj_z", "attn_gate"},
+    {"linear_attn.in_proj_b", "ssm_beta"},
+    {"linear_attn.in_proj_a", "ssm_alpha"},
+    {"linear_attn.conv1d", "ssm_conv1d"},
+    {"linear_attn.dt_bias", "ssm_dt.bias"},  // whole names: no .weight/.bias suffix on the HF side
+    {"linear_attn.A_log", "ssm_a"},
+    {"linear_attn.norm", "ssm_norm"},
+    {"linear_attn.out_proj", "ssm_out"},
 }};
 
 constexpr std::array<NamePair, 3> kGlobalNames = {{
@@ -87,6 +103,8 @@ std::optional<std::string> gguf_to_hf_name(std::string_view gguf_name) {
   std::string index;
   std::string_view rest;
   if (!split_layer(gguf_name, "blk.", index, rest)) return std::nullopt;
+  for (const auto& p : kLayerNames)
+    if (p.gguf == rest) return "model.layers." + index + "." + std::string(p.hf);
   auto [base, suffix] = split_suffix(rest);
   for (const auto& p : kLayerNames)
     if (p.gguf == base) return "model.layers." + index + "." + std::string(p.hf) + std::string(suffix);

@@ -36,10 +36,19 @@ TestModelSpec bench_qwen3(uint32_t hidden, uint32_t ffn) {
   return s;
 }
 
+TestModelSpec tiny_hybrid(const char* arch) {
+  TestModelSpec s = tiny(arch);
+  s.n_layer = 4;      // 3 Gated DeltaNet layers, then gated attention
+  s.head_dim = 32;    // partial rotary 0.25: 8 rotated dims of 32
+  s.tie_embeddings = true;
+  return s;
+}
+
 }  // namespace
 
 std::vector<std::string> test_model_preset_names() {
-  return {"tiny-llama", "tiny-qwen2", "tiny-qwen3", "tiny-llama-k", "tiny-qwen3-k", "qwen3-0.6b", "qwen3-1.7b", "tiny-qwen3-moe", "qwen3-moe-bench"};
+  return {"tiny-llama", "tiny-qwen2", "tiny-qwen3", "tiny-llama-k", "tiny-qwen3-k", "qwen3-0.6b", "qwen3-1.7b", "tiny-qwen3-moe", "qwen3-moe-bench",
+          "tiny-qwen3-next", "tiny-qwen3-5", "hybrid-0.6b"};
 }
 
 Result<TestModelSpec> test_model_preset(std::string_view name) {
@@ -61,6 +70,21 @@ Result<TestModelSpec> test_model_preset(std::string_view name) {
     s.n_ff = 512;
     s.head_dim = qwen ? 128 : 64;  // qwen3: 4 x 128 = 512 != 256
     s.gguf_type = DType::kQ4_K;
+    return s;
+  }
+  if (name == "tiny-qwen3-next") return tiny_hybrid("qwen3_next");
+  if (name == "tiny-qwen3-5") return tiny_hybrid("qwen3_5");
+  if (name == "hybrid-0.6b") {
+    TestModelSpec s = bench_qwen3(1024, 3072);
+    s.arch = "qwen3_5";
+    s.n_layer = 24;
+    s.n_head = 8;
+    s.n_head_kv = 2;
+    s.head_dim = 256;
+    s.linear_n_key_heads = 16;
+    s.linear_key_head_dim = 128;
+    s.linear_n_value_heads = 16;
+    s.linear_value_head_dim = 128;
     return s;
   }
   if (name == "tiny-qwen3-moe") {
@@ -90,8 +114,21 @@ Result<TestModelSpec> test_model_preset(std::string_view name) {
 }
 
 Status validate_test_model_spec(const TestModelSpec& s) {
-  if (s.arch != "llama" && s.arch != "qwen2" && s.arch != "qwen3" && s.arch != "qwen3_moe") {
-    return make_error("test model: arch '", s.arch, "' is not one of llama, qwen2, qwen3, qwen3_moe");
+  if (s.arch != "llama" && s.arch != "qwen2" && s.arch != "qwen3" && s.arch != "qwen3_moe" && !s.hybrid()) {
+    return make_error("test model: arch '", s.arch, "' is not one of llama, qwen2, qwen3, qwen3_moe, qwen3_next, qwen3_5");
+  }
+  if (s.hybrid()) {
+    const std::pair<const char*, uint32_t> lin[] = {
+        {"linear_n_key_heads", s.linear_n_key_heads}, {"linear_key_head_dim", s.linear_key_head_dim},
+        {"linear_n_value_heads", s.linear_n_value_heads}, {"linear_value_head_dim", s.linear_value_head_dim},
+        {"linear_conv_kernel", s.linear_conv_kernel}, {"full_attention_interval", s.full_attention_interval}};
+    for (const auto& [field, v] : lin)
+      if (v == 0 || v > 4096) return make_error("test model: ", field, " = ", v, " must be in [1, 4096]");
+    if (s.linear_n_value_heads % s.linear_n_key_heads != 0)
+      return make_error("test model: linear_n_value_heads ", s.linear_n_value_heads,
+                        " is not a multiple of linear_n_key_heads ", s.linear_n_key_heads);
+    if (!(s.partial_rotary_factor > 0.0f && s.partial_rotary_factor <= 1.0f))
+      return make_error("test model: partial_rotary_factor must be in (0, 1]");
   }
   if (s.moe()) {
     if (s.n_expert == 0 || s.n_expert > 512)
@@ -123,14 +160,15 @@ Status validate_test_model_spec(const TestModelSpec& s) {
     return make_error("test model: n_head ", s.n_head, " is not a multiple of n_head_kv ", s.n_head_kv);
   }
   if (s.head_dim % 2 != 0) return make_error("test model: head_dim ", s.head_dim, " must be even (RoPE pairs)");
-  if (s.arch != "qwen3" && s.arch != "qwen3_moe" && s.n_head * s.head_dim != s.n_embd) {
+  if (s.arch != "qwen3" && s.arch != "qwen3_moe" && !s.hybrid() && s.n_head * s.head_dim != s.n_embd) {
     return make_error("test model: ", s.arch, " needs n_head * head_dim (", s.n_head * s.head_dim,
                       ") == n_embd (", s.n_embd, "); only qwen3 has an explicit head_dim");
   }
   if (!(s.rms_eps > 0.0f) || !(s.rope_theta > 0.0f)) {
     return make_error("test model: rms_eps and rope_theta must be positive");
   }
-  const uint64_t row_lengths[] = {s.n_embd, s.n_ff, uint64_t{s.n_head} * s.head_dim};
+  const uint64_t row_lengths[] = {s.n_embd, s.n_ff, uint64_t{s.n_head} * s.head_dim,
+                                  s.hybrid() ? uint64_t{s.linear_n_value_heads} * s.linear_value_head_dim : s.n_embd};
   if (s.format == TestModelFormat::kGguf) {
     if (!testmodel::gguf_type_supported(s.gguf_type)) {
       return make_error("test model: GGUF type ", dtype_name(s.gguf_type),
@@ -148,6 +186,11 @@ Status validate_test_model_spec(const TestModelSpec& s) {
     if (s.safetensors_dtype != DType::kF32 && s.safetensors_dtype != DType::kF16 &&
         s.safetensors_dtype != DType::kBF16) {
       return make_error("test model: safetensors dtype ", dtype_name(s.safetensors_dtype), " is not F32, F16 or BF16");
+    }
+    if (s.mlx_linear_bits != 0) {
+      if (s.mlx_bits == 0 || !s.hybrid())
+        return make_error("test model: mixed MLX bits need --mlx-bits and a hybrid architecture");
+      SPLASH_TRY_STATUS(validate_mlx_quant_params({s.mlx_group_size, s.mlx_linear_bits}, "test model"));
     }
     if (s.mlx_bits != 0) {
       SPLASH_TRY_STATUS(validate_mlx_quant_params({s.mlx_group_size, s.mlx_bits}, "test model"));

@@ -27,7 +27,9 @@ enum class TestModelFormat : uint8_t {
 };
 
 struct TestModelSpec {
-  std::string arch = "llama";  // "llama", "qwen2" (q/k/v biases) or "qwen3" (q/k norms, head_dim)
+  // "llama", "qwen2" (q/k/v biases), "qwen3" (q/k norms, head_dim), or the hybrid Gated-DeltaNet
+  // "qwen3_next" (fused in_proj_qkvz / in_proj_ba) and "qwen3_5" (split in_proj_qkv/z/b/a)
+  std::string arch = "llama";
   TestModelFormat format = TestModelFormat::kGguf;
 
   uint32_t n_vocab = 0;      // 0 = the tokenizer's size; larger pads the vocabulary with [PADi] tokens
@@ -62,6 +64,23 @@ struct TestModelSpec {
     return true;
   }
 
+  // Hybrid models (qwen3_next, qwen3_5): every full_attention_interval-th layer is gated full
+  // attention, the others Gated DeltaNet. config.json gets `layer_types` when use_layer_types,
+  // else `full_attention_interval`; GGUF always the interval (llama.cpp's key).
+  uint32_t full_attention_interval = 4;
+  bool use_layer_types = false;
+  uint32_t linear_n_key_heads = 2;
+  uint32_t linear_key_head_dim = 16;
+  uint32_t linear_n_value_heads = 4;  // a multiple of linear_n_key_heads
+  uint32_t linear_value_head_dim = 16;
+  uint32_t linear_conv_kernel = 4;
+  float partial_rotary_factor = 0.25f;
+  // MLX mixed bits: the linear-attention projections use these bits instead of mlx_bits (0 = same),
+  // declared per module in config.json's "quantization" as mlx-lm writes mixed checkpoints.
+  uint32_t mlx_linear_bits = 0;
+
+  bool hybrid() const { return arch == "qwen3_next" || arch == "qwen3_5"; }
+
   // GGUF: type of every 2-D matrix ("pure": embeddings and output too); 1-D tensors are F32.
   // F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K. Block types need rows (n_embd, n_ff,
   // n_head * head_dim) that are multiples of the block size (32, or 256 for the K-quants).
@@ -90,6 +109,10 @@ struct TestModelSpec {
 //   qwen3-moe-bench                         the Qwen3-30B-A3B layer shape (dim 2048, 128 experts of
 //                                           768, top 8) with 8 layers instead of 48: 2.9 GB in
 //                                           Q4_0, about 12% of it read per token (MoE decode bench)
+//   tiny-qwen3-next, tiny-qwen3-5           hybrids: dim 64, 4 layers (3 Gated DeltaNet + 1 gated
+//                                           attention), 2 key / 4 value heads of 16 in the DeltaNet
+//   hybrid-0.6b                             a Qwen3.5-like hybrid of about 0.6B parameters for the
+//                                           GDN prefill benchmark (24 layers, dim 1024), Q8_0
 Result<TestModelSpec> test_model_preset(std::string_view name);
 std::vector<std::string> test_model_preset_names();
 

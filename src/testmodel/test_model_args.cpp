@@ -34,7 +34,9 @@ std::string test_model_usage() {
          "       [--head-dim N] [--ffn N] [--vocab N] [--ctx N] [--rope-theta F] [--rms-eps F] [--tie|--no-tie]\n"
          "       MoE (qwen3_moe): [--experts N] [--experts-used N] [--expert-ffn N] [--shared-expert-ffn N]\n"
          "       [--no-norm-topk]\n"
-         "       [--seed N] [--tokenizer tokenizer.json] --out PATH\n";
+         "       [--seed N] [--tokenizer tokenizer.json]\n"
+         "       hybrids (qwen3_next, qwen3_5): [--interval N] [--layer-types] [--linear-heads K,V]\n"
+         "       [--linear-head-dim N] [--mlx-linear-bits N] --out PATH\n";
 }
 
 Result<TestModelArgs> parse_test_model_args(std::span<const std::string> args) {
@@ -50,6 +52,7 @@ Result<TestModelArgs> parse_test_model_args(std::span<const std::string> args) {
     if (f == "--tie") { out.spec.tie_embeddings = true; continue; }
     if (f == "--no-tie") { out.spec.tie_embeddings = false; continue; }
     if (f == "--no-norm-topk") { out.spec.norm_topk_prob = false; continue; }
+    if (f == "--layer-types") { out.spec.use_layer_types = true; continue; }
     if (i + 1 >= args.size()) return make_error(f, ": missing value (", test_model_usage(), ")");
     const std::string& v = args[++i];
     TestModelSpec& s = out.spec;
@@ -83,6 +86,20 @@ Result<TestModelArgs> parse_test_model_args(std::span<const std::string> args) {
     if (f == "--expert-ffn") { SPLASH_TRY(s.n_ff_expert, parse_u32(f, v)); continue; }
     if (f == "--shared-expert-ffn") { SPLASH_TRY(s.n_ff_shared_expert, parse_u32(f, v)); continue; }
     if (f == "--ctx") { SPLASH_TRY(s.context_length, parse_u32(f, v)); continue; }
+    if (f == "--interval") { SPLASH_TRY(s.full_attention_interval, parse_u32(f, v)); continue; }
+    if (f == "--mlx-linear-bits") { SPLASH_TRY(s.mlx_linear_bits, parse_u32(f, v)); continue; }
+    if (f == "--linear-head-dim") {
+      SPLASH_TRY(s.linear_key_head_dim, parse_u32(f, v));
+      s.linear_value_head_dim = s.linear_key_head_dim;
+      continue;
+    }
+    if (f == "--linear-heads") {
+      const size_t comma = v.find(',');
+      if (comma == std::string::npos) return make_error(f, ": '", v, "' is not K,V (key heads, value heads)");
+      SPLASH_TRY(s.linear_n_key_heads, parse_u32(f, v.substr(0, comma)));
+      SPLASH_TRY(s.linear_n_value_heads, parse_u32(f, v.substr(comma + 1)));
+      continue;
+    }
     if (f == "--seed") { SPLASH_TRY(s.seed, parse_uint(f, v)); continue; }
     if (f == "--rope-theta") { SPLASH_TRY(s.rope_theta, parse_float(f, v)); continue; }
     if (f == "--rms-eps") { SPLASH_TRY(s.rms_eps, parse_float(f, v)); continue; }

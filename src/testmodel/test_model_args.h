@@ -10,6 +10,7 @@
 //   --arch A --dim N --layers N --heads N --kv-heads N --head-dim N --ffn N --vocab N --ctx N
 //   --rope-theta F --rms-eps F --tie | --no-tie --seed N
 //   --experts N --experts-used N --expert-ffn N --shared-expert-ffn N --no-norm-topk   (qwen3_moe)
+//   --interval N --layer-types --linear-heads K,V --linear-head-dim N --mlx-linear-bits N   (hybrids)
 //   --tokenizer PATH      a real tokenizer.json (e.g. Qwen3's) instead of the synthetic one
 //   --out PATH            output file (gguf) or directory (safetensors); required
 #pragma once

@@ -33,12 +33,111 @@ float unit_normal(uint64_t h) {
   return (s - kMean) * kScale;
 }
 
+TensorPlan make_plan(std::string name, std::vector<uint64_t> shape, TensorKind kind, float scale, uint32_t rope_heads) {
+  TensorPlan t;
+  t.hf_name = std::move(name);
+  t.shape = std::move(shape);
+  t.kind = kind;
+  t.scale = scale;
+  t.rope_heads = rope_heads;
+  return t;
+}
+
+// GGUF value-head order of qwen35 files: llama.cpp's converter tiles the value heads (file head
+// j = s * nk + g holds key group g's s-th head, HF head g * r + s) so that ggml broadcasts the key
+// heads. Returns HF head of each file head.
+std::vector<uint32_t> tiled_heads(uint32_t nk, uint32_t nv) {
+  std::vector<uint32_t> p(nv);
+  const uint32_t r = nv / nk;
+  for (uint32_t j = 0; j < nv; ++j) p[j] = (j % nk) * r + j / nk;
+  return p;
+}
+
+// Identity over [0, offset), then the head permutation of `heads` blocks of `width` rows each.
+std::vector<uint32_t> head_rows(const std::vector<uint32_t>& heads, uint32_t offset, uint32_t width) {
+  std::vector<uint32_t> p;
+  for (uint32_t i = 0; i < offset; ++i) p.push_back(i);
+  for (uint32_t h : heads)
+    for (uint32_t e = 0; e < width; ++e) p.push_back(offset + h * width + e);
+  return p;
+}
+
 }  // namespace
 
 uint64_t TensorPlan::n_elems() const {
   uint64_t n = 1;
   for (uint64_t d : shape) n *= d;
   return n;
+}
+
+static void plan_hybrid_layers(const TestModelSpec& spec, std::vector<TensorPlan>& out) {
+  const uint32_t d = spec.n_embd;
+  const uint32_t nk = spec.linear_n_key_heads, dk = spec.linear_key_head_dim;
+  const uint32_t nv = spec.linear_n_value_heads, dv = spec.linear_value_head_dim;
+  const uint32_t r = nv / nk, kd = nk * dk, vd = nv * dv, conv_dim = 2 * kd + vd;
+  const bool next = spec.arch == "qwen3_next";
+  // qwen35 GGUF files tile the value heads; qwen3next files keep the HF grouping.
+  const bool tile = !next && spec.format == TestModelFormat::kGguf && r > 1;
+  const std::vector<uint32_t> heads = tiled_heads(nk, nv);
+  auto inv_sqrt = [](uint64_t n) { return 1.0f / std::sqrt(static_cast<float>(n)); };
+  auto add = [&](std::string name, std::vector<uint64_t> shape, TensorKind kind, float scale) -> TensorPlan& {
+    out.push_back(make_plan(std::move(name), std::move(shape), kind, scale, 0));
+    return out.back();
+  };
+  auto norm0 = [&](std::string name, uint64_t n) {
+    add(std::move(name), {n}, TensorKind::kNormZero, 0.1f).gguf_transform = GgufTransform::kPlusOne;
+  };
+  for (uint32_t il = 0; il < spec.n_layer; ++il) {
+    const std::string p = str_cat("model.layers.", il, ".");
+    norm0(p + "input_layernorm.weight", d);
+    if ((il + 1) % spec.full_attention_interval == 0) {
+      const uint64_t q_dim = uint64_t{spec.n_head} * spec.head_dim, kv_dim = uint64_t{spec.n_head_kv} * spec.head_dim;
+      add(p + "self_attn.q_proj.weight", {2 * q_dim, d}, TensorKind::kMatrix, inv_sqrt(d));  // [q | gate] per head
+      add(p + "self_attn.k_proj.weight", {kv_dim, d}, TensorKind::kMatrix, inv_sqrt(d));
+      add(p + "self_attn.v_proj.weight", {kv_dim, d}, TensorKind::kMatrix, inv_sqrt(d));
+      add(p + "self_attn.o_proj.weight", {d, q_dim}, TensorKind::kMatrix, inv_sqrt(q_dim));
+      norm0(p + "self_attn.q_norm.weight", spec.head_dim);
+      norm0(p + "self_attn.k_norm.weight", spec.head_dim);
+    } else {
+      const std::string a = p + "linear_attn.";
+      auto lin = [&](std::string name, uint64_t rows, uint64_t cols) -> TensorPlan& {
+        TensorPlan& t = add(std::move(name), {rows, cols}, TensorKind::kMatrix, inv_sqrt(cols));
+        t.mlx_bits = spec.mlx_linear_bits;
+        return t;
+      };
+      if (next) {
+        lin(a + "in_proj_qkvz.weight", 2 * kd + 2 * vd, d);
+        lin(a + "in_proj_ba.weight", 2 * nv, d);
+      } else {
+        lin(a + "in_proj_qkv.weight", conv_dim, d);
+        lin(a + "in_proj_z.weight", vd, d);
+        lin(a + "in_proj_b.weight", nv, d);
+        lin(a + "in_proj_a.weight", nv, d);
+        if (tile) {
+          out[out.size() - 4].gguf_row_perm = head_rows(heads, 2 * kd, dv);
+          out[out.size() - 3].gguf_row_perm = head_rows(heads, 0, dv);
+          out[out.size() - 2].gguf_row_perm = heads;
+          out[out.size() - 1].gguf_row_perm = heads;
+        }
+      }
+      TensorPlan& conv = add(a + "conv1d.weight", {conv_dim, 1, spec.linear_conv_kernel}, TensorKind::kConv, 0.5f);
+      if (tile) conv.gguf_row_perm = head_rows(heads, 2 * kd, dv);
+      TensorPlan& dt = add(a + "dt_bias", {nv}, TensorKind::kBias, 0.5f);
+      if (tile) dt.gguf_col_perm = heads;  // one row of nv values
+      TensorPlan& alog = add(a + "A_log", {nv}, TensorKind::kBias, 0.5f);
+      alog.gguf_transform = GgufTransform::kNegExp;
+      if (tile) alog.gguf_col_perm = heads;
+      add(a + "norm.weight", {dv}, TensorKind::kNorm, 0.1f);  // plain weight, not zero-centred
+      TensorPlan& o = lin(a + "out_proj.weight", d, vd);
+      if (tile) o.gguf_col_perm = head_rows(heads, 0, dv);
+    }
+    TensorPlan& post = add(p + "post_attention_layernorm.weight", {d}, TensorKind::kNormZero, 0.1f);
+    post.gguf_transform = GgufTransform::kPlusOne;
+    post.gguf_name = str_cat("blk.", il, ".post_attention_norm.weight");
+    add(p + "mlp.gate_proj.weight", {spec.n_ff, d}, TensorKind::kMatrix, inv_sqrt(d));
+    add(p + "mlp.up_proj.weight", {spec.n_ff, d}, TensorKind::kMatrix, inv_sqrt(d));
+    add(p + "mlp.down_proj.weight", {d, spec.n_ff}, TensorKind::kMatrix, inv_sqrt(spec.n_ff));
+  }
 }
 
 std::vector<TensorPlan> plan_tensors(const TestModelSpec& spec, uint32_t n_vocab) {
@@ -52,13 +151,20 @@ std::vector<TensorPlan> plan_tensors(const TestModelSpec& spec, uint32_t n_vocab
   // flat nor one-hot), which keeps greedy decoding and quantization comparisons meaningful.
   const float emb_scale = 2.5f / std::sqrt(static_cast<float>(d));
   auto matrix = [&](std::string name, uint64_t rows, uint64_t cols, float scale, uint32_t rope_heads = 0) {
-    out.push_back(TensorPlan{std::move(name), {rows, cols}, TensorKind::kMatrix, scale, rope_heads});
+    out.push_back(make_plan(std::move(name), {rows, cols}, TensorKind::kMatrix, scale, rope_heads));
   };
   auto inv_sqrt = [](uint64_t n) { return 1.0f / std::sqrt(static_cast<float>(n)); };
   auto vec = [&](std::string name, uint64_t n, TensorKind kind, float scale) {
-    out.push_back(TensorPlan{std::move(name), {n}, kind, scale, 0});
+    out.push_back(make_plan(std::move(name), {n}, kind, scale, 0));
   };
   matrix("model.embed_tokens.weight", n_vocab, d, emb_scale);
+  if (spec.hybrid()) {
+    plan_hybrid_layers(spec, out);
+    vec("model.norm.weight", d, TensorKind::kNormZero, 0.1f);
+    out.back().gguf_transform = GgufTransform::kPlusOne;
+    if (!spec.tie_embeddings) matrix("lm_head.weight", n_vocab, d, emb_scale);
+    return out;
+  }
   for (uint32_t il = 0; il < spec.n_layer; ++il) {
     const std::string p = str_cat("model.layers.", il, ".");
     vec(p + "input_layernorm.weight", d, TensorKind::kNorm, 0.1f);

@@ -12,7 +12,20 @@
 
 namespace splash::testmodel {
 
-enum class TensorKind : uint8_t { kMatrix, kNorm, kBias };
+enum class TensorKind : uint8_t {
+  kMatrix,
+  kNorm,      // values around 1
+  kBias,      // values around 0 (also A_log, dt_bias)
+  kNormZero,  // zero-centred norm weight w (the model multiplies by 1 + w): values around 0
+  kConv,      // depthwise conv weight [channels, 1, kernel], never quantized
+};
+
+// How the GGUF writer changes a tensor's values the way llama.cpp's converter does.
+enum class GgufTransform : uint8_t {
+  kNone,
+  kPlusOne,  // zero-centred norms are stored as 1 + w
+  kNegExp,   // A_log is stored as A = -exp(A_log)
+};
 
 struct TensorPlan {
   std::string hf_name;           // "model.layers.0.self_attn.q_proj.weight"
@@ -22,6 +35,14 @@ struct TensorPlan {
   // For q/k projections of llama-family GGUF files: heads whose rows are permuted for interleaved
   // RoPE (0 = no permutation).
   uint32_t rope_heads = 0;
+  // GGUF only: a name other than hf_to_gguf_name's, a value transform, and row / column
+  // permutations (GGUF row i = HF row gguf_row_perm[i]; empty = identity) for the value-head
+  // tiling of qwen35 files.
+  std::string gguf_name;
+  GgufTransform gguf_transform = GgufTransform::kNone;
+  std::vector<uint32_t> gguf_row_perm;
+  std::vector<uint32_t> gguf_col_perm;
+  uint32_t mlx_bits = 0;  // MLX: this tensor's bits when they differ from the spec's (mixed bits)
 
   // Mixture of experts: GGUF stores routers in F32 whatever the file type (as llama.cpp does) and
   // the shared-expert gate as a vector; a stacked [n_expert, rows, cols] expert tensor
@@ -32,7 +53,7 @@ struct TensorPlan {
   bool stacked_experts = false;
 
   uint64_t n_elems() const;
-  uint64_t rows() const { return shape.size() == 2 ? shape[0] : 1; }
+  uint64_t rows() const { return n_elems() / cols(); }
   uint64_t cols() const { return shape.back(); }
 };
 

@@ -1,4 +1,6 @@
 #include <algorithm>
+#include <cmath>
+#include <optional>
 #include <vector>
 
 #include "formats/gguf_writer.h"
@@ -28,8 +30,35 @@ uint32_t file_type_of(DType t) {
   }
 }
 
+std::string gguf_arch(const std::string& arch) {
+  if (arch == "qwen3_next") return "qwen3next";
+  if (arch == "qwen3_moe") return "qwen3moe";
+  if (arch == "qwen3_5") return "qwen35";
+  return arch;
+}
+
+// Values of rows [r, r + n) as the GGUF file stores them (transform and permutations applied).
+void gguf_values(const TensorPlan& t, uint64_t seed, uint64_t r, uint64_t n, std::vector<float>& vals) {
+  const uint64_t cols = t.cols();
+  vals.resize(n * cols);
+  if (t.gguf_row_perm.empty() && t.gguf_col_perm.empty()) {
+    generate_values(t, seed, r * cols, vals);
+  } else {
+    std::vector<float> row(cols);
+    for (uint64_t i = 0; i < n; ++i) {
+      const uint64_t src = t.gguf_row_perm.empty() ? r + i : t.gguf_row_perm[r + i];
+      generate_values(t, seed, src * cols, row);
+      for (uint64_t c = 0; c < cols; ++c) vals[i * cols + c] = row[t.gguf_col_perm.empty() ? c : t.gguf_col_perm[c]];
+    }
+  }
+  for (float& v : vals) {
+    if (t.gguf_transform == GgufTransform::kPlusOne) v += 1.0f;
+    if (t.gguf_transform == GgufTransform::kNegExp) v = -std::exp(v);
+  }
+}
+
 Status set_metadata(gguf::GgufWriter& w, const TestModelSpec& s, const TokenizerData& tok) {
-  const std::string a = s.arch == "qwen3_moe" ? "qwen3moe" : s.arch;
+  const std::string a = gguf_arch(s.arch);
   SPLASH_TRY_STATUS(w.set_string("general.architecture", a));
   SPLASH_TRY_STATUS(w.set_string("general.name", str_cat("splash-test-", a)));
   SPLASH_TRY_STATUS(w.set_u32("general.file_type", file_type_of(s.gguf_type)));
@@ -42,7 +71,19 @@ Status set_metadata(gguf::GgufWriter& w, const TestModelSpec& s, const Tokenizer
   SPLASH_TRY_STATUS(w.set_u32(a + ".attention.head_count_kv", s.n_head_kv));
   SPLASH_TRY_STATUS(w.set_u32(a + ".attention.key_length", s.head_dim));
   SPLASH_TRY_STATUS(w.set_u32(a + ".attention.value_length", s.head_dim));
-  SPLASH_TRY_STATUS(w.set_u32(a + ".rope.dimension_count", s.head_dim));
+  const uint32_t n_rot = s.hybrid() ? static_cast<uint32_t>(static_cast<float>(s.head_dim) * s.partial_rotary_factor)
+                                    : s.head_dim;
+  SPLASH_TRY_STATUS(w.set_u32(a + ".rope.dimension_count", n_rot - n_rot % 2));
+  if (s.hybrid()) {
+    // llama.cpp's keys: state_size = key head dim, group_count = key heads, time_step_rank =
+    // value heads, inner_size = value heads x value head dim.
+    SPLASH_TRY_STATUS(w.set_u32(a + ".full_attention_interval", s.full_attention_interval));
+    SPLASH_TRY_STATUS(w.set_u32(a + ".ssm.conv_kernel", s.linear_conv_kernel));
+    SPLASH_TRY_STATUS(w.set_u32(a + ".ssm.state_size", s.linear_key_head_dim));
+    SPLASH_TRY_STATUS(w.set_u32(a + ".ssm.group_count", s.linear_n_key_heads));
+    SPLASH_TRY_STATUS(w.set_u32(a + ".ssm.time_step_rank", s.linear_n_value_heads));
+    SPLASH_TRY_STATUS(w.set_u32(a + ".ssm.inner_size", s.linear_n_value_heads * s.linear_value_head_dim));
+  }
   if (s.moe()) {
     SPLASH_TRY_STATUS(w.set_u32(a + ".expert_count", s.n_expert));
     SPLASH_TRY_STATUS(w.set_u32(a + ".expert_used_count", s.n_expert_used));
@@ -90,10 +131,12 @@ Status write_gguf_model(const TestModelSpec& spec, const TokenizerData& tok, uin
   gguf::GgufWriter w;
   SPLASH_TRY_STATUS(set_metadata(w, spec, tok));
   for (const TensorPlan& t : plan_tensors(spec, n_vocab)) {
-    const auto name = hf_to_gguf_name(t.hf_name);
+    const auto name = t.gguf_name.empty() ? hf_to_gguf_name(t.hf_name) : std::optional<std::string>(t.gguf_name);
     SPLASH_CHECK_MSG(name.has_value(), t.hf_name);  // plan_tensors only makes names the map knows
     const DType type = t.kind == TensorKind::kMatrix && !t.gguf_f32 ? spec.gguf_type : DType::kF32;
-    std::vector<uint64_t> shape(t.shape.rbegin(), t.shape.rend());  // GGUF: innermost first
+    std::vector<uint64_t> shape;  // GGUF: innermost first; conv weights lose their middle 1
+    for (auto it = t.shape.rbegin(); it != t.shape.rend(); ++it)
+      if (!(t.kind == TensorKind::kConv && *it == 1)) shape.push_back(*it);
     if (t.gguf_flat) shape = {t.n_elems()};
     const uint64_t seed = spec.seed;
     const uint32_t head_dim = spec.head_dim;
@@ -106,8 +149,7 @@ Status write_gguf_model(const TestModelSpec& spec, const TokenizerData& tok, uin
       std::vector<uint8_t> bytes;
       for (uint64_t r = 0; r < rows; r += step) {
         const uint64_t n = std::min(step, rows - r);
-        vals.resize(n * cols);
-        generate_values(t, seed, r * cols, vals);
+        gguf_values(t, seed, r, n, vals);
         // HF rows are in rotate-half order; llama GGUF files store them for interleaved RoPE.
         if (permute) {
           permute_rope_rows(vals.data(), cols * sizeof(float), static_cast<int>(n / head_dim),

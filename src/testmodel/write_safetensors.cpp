@@ -21,6 +21,8 @@ const char* hf_class(const std::string& arch) {
   if (arch == "qwen2") return "Qwen2ForCausalLM";
   if (arch == "qwen3") return "Qwen3ForCausalLM";
   if (arch == "qwen3_moe") return "Qwen3MoeForCausalLM";
+  if (arch == "qwen3_next") return "Qwen3NextForCausalLM";
+  if (arch == "qwen3_5") return "Qwen3_5ForCausalLM";
   return "LlamaForCausalLM";
 }
 
@@ -28,7 +30,8 @@ const char* torch_dtype(DType t) {
   return t == DType::kF16 ? "float16" : t == DType::kBF16 ? "bfloat16" : "float32";
 }
 
-std::string config_json(const TestModelSpec& s, const TokenizerData& tok, uint32_t n_vocab) {
+std::string config_json(const TestModelSpec& s, const TokenizerData& tok, uint32_t n_vocab,
+                        const std::vector<TensorPlan>& plan) {
   ordered_json c;
   c["architectures"] = {hf_class(s.arch)};
   c["model_type"] = s.arch;
@@ -57,8 +60,30 @@ std::string config_json(const TestModelSpec& s, const TokenizerData& tok, uint32
     c["mlp_only_layers"] = s.mlp_only_layers;
     if (s.n_ff_shared_expert > 0) c["shared_expert_intermediate_size"] = s.n_ff_shared_expert;
   }
+  if (s.hybrid()) {
+    if (s.use_layer_types) {
+      ordered_json lt = ordered_json::array();
+      for (uint32_t il = 0; il < s.n_layer; ++il)
+        lt.push_back((il + 1) % s.full_attention_interval == 0 ? "full_attention" : "linear_attention");
+      c["layer_types"] = lt;
+    } else {
+      c["full_attention_interval"] = s.full_attention_interval;
+    }
+    c["linear_num_key_heads"] = s.linear_n_key_heads;
+    c["linear_key_head_dim"] = s.linear_key_head_dim;
+    c["linear_num_value_heads"] = s.linear_n_value_heads;
+    c["linear_value_head_dim"] = s.linear_value_head_dim;
+    c["linear_conv_kernel_dim"] = s.linear_conv_kernel;
+    c["partial_rotary_factor"] = s.partial_rotary_factor;
+    c["attn_output_gate"] = true;
+  }
   if (s.mlx_bits != 0) {
-    c["quantization"] = {{"group_size", s.mlx_group_size}, {"bits", s.mlx_bits}};
+    ordered_json q = {{"group_size", s.mlx_group_size}, {"bits", s.mlx_bits}};
+    // Mixed bits: mlx-lm lists each module whose bits differ from the default.
+    for (const TensorPlan& t : plan)
+      if (t.kind == TensorKind::kMatrix && t.mlx_bits != 0 && t.mlx_bits != s.mlx_bits)
+        q[t.hf_name.substr(0, t.hf_name.size() - 7)] = {{"group_size", s.mlx_group_size}, {"bits", t.mlx_bits}};
+    c["quantization"] = q;
   }
   return c.dump(2);
 }
@@ -100,17 +125,19 @@ Status write_safetensors_model(const TestModelSpec& spec, const TokenizerData& t
   const uint64_t seed = spec.seed;
   const DType dt = spec.safetensors_dtype;
   const DType scale_dt = dt == DType::kF32 ? DType::kF16 : dt;
-  const MlxQuantParams mp{spec.mlx_group_size, spec.mlx_bits};
   std::vector<SafeTensorWrite> writes;
-  for (const TensorPlan& t : plan_tensors(spec, n_vocab)) {
+  const std::vector<TensorPlan> plan = plan_tensors(spec, n_vocab);
+  for (const TensorPlan& t : plan) {
     if (spec.mlx_bits != 0 && t.kind == TensorKind::kMatrix) {
+      const uint32_t bits = t.mlx_bits != 0 ? t.mlx_bits : spec.mlx_bits;
+      const MlxQuantParams mp{spec.mlx_group_size, bits};
       const std::string base = t.hf_name.substr(0, t.hf_name.size() - std::string(".weight").size());
       auto slot = std::make_shared<MlxSlot>();
       const uint64_t rows = t.rows(), cols = t.cols();
       SafeTensorWrite w;
       w.name = t.hf_name;
       w.dtype = DType::kU32;
-      w.shape = mlx_shape(t, cols * spec.mlx_bits / 32);
+      w.shape = mlx_shape(t, cols * bits / 32);
       w.produce = [t, seed, mp, scale_dt, slot, rows, cols](ByteSink& sink) -> Status {
         std::vector<float> vals(rows * cols);
         generate_values(t, seed, 0, vals);
@@ -178,7 +205,7 @@ Status write_safetensors_model(const TestModelSpec& spec, const TokenizerData& t
   SPLASH_TRY(auto files, write_safetensors_checkpoint(dir, writes, meta));
   (void)files;
   const std::filesystem::path d(dir);
-  SPLASH_TRY_STATUS(write_text(d / "config.json", config_json(spec, tok, n_vocab)));
+  SPLASH_TRY_STATUS(write_text(d / "config.json", config_json(spec, tok, n_vocab, plan)));
   SPLASH_TRY_STATUS(write_text(d / "generation_config.json", generation_config_json(tok)));
   SPLASH_TRY_STATUS(write_text(d / "tokenizer.json", tok.tokenizer_json));
   if (!tok.tokenizer_config_json.empty()) {

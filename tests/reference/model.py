@@ -27,6 +27,7 @@ import os
 
 import numpy as np
 
+import hybrid
 import moe
 import readers
 
@@ -54,6 +55,7 @@ class Model:
                                    # bk, wv, bv, wo [dim, n_head*hd], q_norm [hd], k_norm [hd],
                                    # ffn_norm [dim], gate [n_ff, dim], up [n_ff, dim], down [dim, n_ff]
         self.gguf = None           # GGUFFile when loaded from GGUF (tokenizer metadata)
+        self.hybrid = False        # qwen3_next / qwen3_5: layers differ by kind (hybrid.py)
 
     def n_params(self):
         n = self.tok_embd.size + (0 if self.output is self.tok_embd else self.output.size)
@@ -107,6 +109,8 @@ def load_gguf(path, compute_dtype=None):
     g = readers.GGUFFile(path)
     md = g.metadata
     arch = md["general.architecture"]
+    if arch in hybrid.GGUF_ARCHS:
+        return _load_gguf_hybrid(g, arch, compute_dtype)
     if arch not in ("llama", "qwen2", "qwen3", "qwen3moe"):
         raise ValueError(f"{path}: architecture {arch} not supported by the reference")
     m = Model()
@@ -145,12 +149,38 @@ def load_gguf(path, compute_dtype=None):
     return _finish(m, compute_dtype)
 
 
+def _load_gguf_hybrid(g, arch, compute_dtype):
+    md = g.metadata
+    m = Model()
+    m.gguf = g
+    m.arch = hybrid.GGUF_ARCHS[arch]
+    m.dim = int(md[f"{arch}.embedding_length"])
+    m.n_layers = int(md[f"{arch}.block_count"])
+    m.n_head = int(md[f"{arch}.attention.head_count"])
+    m.n_head_kv = int(md.get(f"{arch}.attention.head_count_kv", m.n_head))
+    m.head_dim = int(md[f"{arch}.attention.key_length"])
+    m.n_ff = int(md[f"{arch}.feed_forward_length"])
+    m.eps = float(md.get(f"{arch}.attention.layer_norm_rms_epsilon", 1e-6))
+    m.theta = float(md.get(f"{arch}.rope.freq_base", 10000.0))
+    m.ctx = int(md.get(f"{arch}.context_length", 0))
+    m.bos = md.get("tokenizer.ggml.bos_token_id")
+    m.eos = md.get("tokenizer.ggml.eos_token_id")
+    m.tok_embd = g.tensor("token_embd.weight")
+    m.n_vocab = m.tok_embd.shape[0]
+    m.output = g.tensor("output.weight") if "output.weight" in g.tensors else m.tok_embd
+    m.out_norm = g.tensor("output_norm.weight")
+    hybrid.load_gguf_hybrid(m, g, arch)
+    return _finish(m, compute_dtype)
+
+
 def load_hf(path, compute_dtype=None):
     st = readers.SafetensorsDir(path)
     c = st.config
     m = Model()
     mt = c.get("model_type", "llama")
-    m.arch = mt if mt in ("llama", "qwen2", "qwen3") else "llama"
+    if mt in hybrid.HYBRID_ARCHS:
+        c = c.get("text_config", c)
+    m.arch = mt if mt in ("llama", "qwen2", "qwen3") + hybrid.HYBRID_ARCHS else "llama"
     m.rope = "neox"
     m.dim = int(c["hidden_size"])
     m.n_layers = int(c["num_hidden_layers"])
@@ -176,6 +206,10 @@ def load_hf(path, compute_dtype=None):
     else:
         m.output = m.tok_embd
     m.out_norm = st.tensor("model.norm.weight")
+    if mt in hybrid.HYBRID_ARCHS:
+        m.arch = mt
+        hybrid.load_hf_hybrid(m, st, c)
+        return _finish(m, compute_dtype)
     opt = lambda n: st.tensor(n) if st.has(n) else None
     for il in range(m.n_layers):
         p = f"model.layers.{il}."
@@ -261,15 +295,21 @@ def _lin(x, w, b=None):
     return y if b is None else y + b
 
 
+def new_cache(m):
+    return hybrid.HybridCache(m) if m.hybrid else KVCache(m)
+
+
 def forward(m, tokens, cache=None):
     """tokens: list of ids appended after what `cache` holds -> logits [len(tokens), n_vocab]."""
     if cache is None:
-        cache = KVCache(m)
+        cache = new_cache(m)
     tokens = np.asarray(tokens, dtype=np.int64)
     if tokens.size == 0:
         return np.zeros((0, m.n_vocab), dtype=np.float32)
     if tokens.min() < 0 or tokens.max() >= m.n_vocab:
         raise ValueError(f"token id out of range [0, {m.n_vocab})")
+    if m.hybrid:
+        return hybrid.forward(m, tokens, cache)
     T = tokens.size
     p0 = cache.n_past
     pos = np.arange(p0, p0 + T)
@@ -318,7 +358,7 @@ def forward(m, tokens, cache=None):
 
 
 def greedy(m, prompt, n):
-    cache = KVCache(m)
+    cache = new_cache(m)
     logits = forward(m, prompt, cache)
     out = []
     for _ in range(n):
