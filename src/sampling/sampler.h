@@ -56,6 +56,8 @@ class Sampler {
   // Draws from a distribution (this sampler's or one built elsewhere, e.g. a residual max(0, p - q)
   // in speculative verification), advancing this sampler's RNG by one uniform().
   int32_t draw(std::span<const TokenProb> dist) { return draw_token(dist, rng_); }
+  // One uniform double in [0, 1) from this sampler's RNG (speculative verification's accept test).
+  double uniform() { return rng_.uniform(); }
 
   const SamplingParams& params() const { return params_; }
   // The seed actually used (the random one when params().seed was unset).

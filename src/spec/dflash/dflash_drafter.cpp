@@ -1,0 +1,125 @@
+#include "spec/dflash/dflash_drafter.h"
+
+#include <algorithm>
+
+#include "model/model.h"
+#include "model/weights.h"
+
+namespace splash {
+
+namespace {
+
+class DFlashDrafter final : public Drafter {
+ public:
+  DFlashDrafter(std::shared_ptr<const DFlashModel> model, const PackedWeights& embed, const PackedWeights& head,
+                ThreadPool& pool)
+      : model_(std::move(model)), embed_(embed), head_(head), pool_(pool) {}
+
+  std::string_view method() const override { return "dflash"; }
+  std::vector<int> hidden_layers() const override { return model_->config().target_layer_ids; }
+
+  Status observe(const DraftObservation& obs) override {
+    tokens_.insert(tokens_.end(), obs.tokens.begin(), obs.tokens.end());
+    if (obs.n_hidden_rows <= 0 || obs.hidden == nullptr) return {};
+    const int64_t width = model_->config().context_width();
+    if (obs.hidden_width != width)
+      return make_error(model_->source(), ": hidden rows are ", obs.hidden_width, " wide, the drafter reads ", width,
+                        " (layers ", obs.hidden_width / std::max(1, model_->config().n_embd), " x n_embd)");
+    if (obs.hidden_position < 0 || obs.hidden_position + obs.n_hidden_rows > static_cast<int64_t>(tokens_.size()))
+      return make_error(model_->source(), ": hidden rows for positions [", obs.hidden_position, ", ",
+                        obs.hidden_position + obs.n_hidden_rows, ") but only ", tokens_.size(),
+                        " tokens were committed");
+    if (obs.hidden_position + obs.n_hidden_rows + model_->config().block_size > model_->max_position())
+      return {};  // past the drafter's RoPE range: it stops proposing (propose() returns none)
+    model_->add_context(ctx_, obs.hidden, obs.n_hidden_rows, obs.hidden_position, pool_, scratch_);
+    return {};
+  }
+
+  void rollback(int64_t n_committed) override {
+    if (n_committed < static_cast<int64_t>(tokens_.size())) tokens_.resize(static_cast<size_t>(n_committed));
+    // Rows of tokens that are no longer committed; the last committed token's row goes too, so the
+    // anchor never sees itself as context (it is fed again with the next verify).
+    ctx_.truncate_from(std::max<int64_t>(0, n_committed - 1));
+  }
+
+  Result<std::vector<int32_t>> propose(int max_tokens) override {
+    std::vector<int32_t> out;
+    if (max_tokens <= 0 || tokens_.empty() || ctx_.n_rows() == 0) return out;
+    const int64_t anchor_pos = static_cast<int64_t>(tokens_.size()) - 1;
+    if (anchor_pos + model_->config().block_size > model_->max_position()) return out;
+    // Rows observed for the anchor itself (an engine that fed it already) are not context.
+    ctx_.truncate_from(anchor_pos);
+    if (ctx_.n_rows() == 0) return out;
+    SPLASH_TRY_STATUS(model_->draft(ctx_, tokens_.back(), anchor_pos, embed_, head_, pool_, scratch_, &out));
+    if (static_cast<int>(out.size()) > max_tokens) out.resize(static_cast<size_t>(max_tokens));
+    return out;
+  }
+
+ private:
+  std::shared_ptr<const DFlashModel> model_;
+  const PackedWeights& embed_;
+  const PackedWeights& head_;
+  ThreadPool& pool_;
+  std::vector<int32_t> tokens_;  // committed tokens
+  DFlashContext ctx_;
+  DFlashScratch scratch_;
+};
+
+class DFlashSource final : public DrafterSource {
+ public:
+  DFlashSource(std::shared_ptr<const DFlashModel> model, const PackedWeights* embed, const PackedWeights* head,
+               ThreadPool& pool, PackedWeights own_embed = {}, PackedWeights own_head = {})
+      : model_(std::move(model)), own_embed_(std::move(own_embed)), own_head_(std::move(own_head)), pool_(pool) {
+    embed_ = embed != nullptr ? embed : &own_embed_;
+    head_ = head != nullptr ? head : own_head_.rows() > 0 ? &own_head_ : embed_;
+  }
+
+  std::string_view method() const override { return "dflash"; }
+  std::unique_ptr<Drafter> make() const override {
+    return std::make_unique<DFlashDrafter>(model_, *embed_, *head_, pool_);
+  }
+  uint64_t memory_bytes() const override {
+    uint64_t own = 0;
+    if (own_embed_.owns_data()) own += static_cast<uint64_t>(own_embed_.packed_bytes());
+    if (own_head_.owns_data()) own += static_cast<uint64_t>(own_head_.packed_bytes());
+    return model_->weight_bytes() + own;
+  }
+
+ private:
+  std::shared_ptr<const DFlashModel> model_;
+  PackedWeights own_embed_, own_head_;
+  const PackedWeights* embed_ = nullptr;
+  const PackedWeights* head_ = nullptr;
+  ThreadPool& pool_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<DrafterSource>> make_dflash_source(const std::string& dir, const ModelFiles& target_files,
+                                                          const Model& target, ThreadPool& pool,
+                                                          const DFlashSourceOptions& options) {
+  DFlashLoadOptions lo;
+  lo.isa = options.isa;
+  lo.max_context_rows = options.max_context_rows;
+  lo.max_position = target.max_context() + kDFlashMaxBlock;  // the target's context plus one block past it
+  SPLASH_TRY(DFlashModel model, DFlashModel::load(dir, lo));
+  const ModelConfig& tc = target.config();
+  SPLASH_TRY_STATUS(check_dflash_target(model.config(), tc, dir + "/config.json"));
+  // The target's token table and output head, as views of its files (zero-copy for float types).
+  WeightLoader loader(target_files, options.isa, /*fuse=*/false);
+  SPLASH_TRY(PackedWeights embed, loader.matrix("model.embed_tokens.weight", tc.n_vocab, tc.n_embd));
+  PackedWeights head;
+  if (!tc.tie_embeddings) {
+    SPLASH_TRY(head, loader.matrix("lm_head.weight", tc.n_vocab, tc.n_embd));
+  }
+  auto shared = std::make_shared<const DFlashModel>(std::move(model));
+  return std::unique_ptr<DrafterSource>(
+      std::make_unique<DFlashSource>(std::move(shared), nullptr, nullptr, pool, std::move(embed), std::move(head)));
+}
+
+std::unique_ptr<DrafterSource> make_dflash_source(std::shared_ptr<const DFlashModel> model, const PackedWeights& embed,
+                                                  const PackedWeights& head, ThreadPool& pool) {
+  return std::make_unique<DFlashSource>(std::move(model), &embed, &head, pool);
+}
+
+}  // namespace splash

@@ -1,0 +1,47 @@
+// The "dflash" method behind the Drafter interface (spec/drafter.h): a DFlashModel shared by all
+// lanes (DFlashSource) and per lane its context rows (DFlashDrafter).
+//
+// Per lane: observe() projects the hidden rows of newly committed tokens into the drafter's context
+// K/V (positions as the engine reports them) and remembers the committed tokens; propose() runs one
+// block pass anchored at the last committed token (position n_committed - 1, which has no hidden row
+// yet) and returns the greedy proposals, up to block_size - 1. Rejected proposals are never observed,
+// so the context only ever holds committed rows ("crops to the committed length each round").
+//
+// Thread-safety: a DFlashSource is immutable after creation; each lane's DFlashDrafter is used from
+// the engine thread only. Both borrow the target Model (its embedding table and output head) and the
+// engine's ThreadPool, which must outlive them.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "core/result.h"
+#include "core/thread_pool.h"
+#include "spec/dflash/dflash_model.h"
+#include "spec/drafter.h"
+
+namespace splash {
+
+class Model;
+class ModelFiles;
+
+struct DFlashSourceOptions {
+  IsaLevel isa = IsaLevel::kAvx512;
+  int64_t max_context_rows = kDFlashDefaultContextRows;
+};
+
+// Loads the checkpoint in `dir` and checks it against the target (check_dflash_target); the RoPE
+// range covers the target's context plus one block.
+// `target_files` are the files `target` was loaded from: the token table and output head are read
+// from them (views of the mapping for float and K-quant types; Q4_0/Q8_0 are repacked, a copy).
+Result<std::unique_ptr<DrafterSource>> make_dflash_source(const std::string& dir, const ModelFiles& target_files,
+                                                          const Model& target, ThreadPool& pool,
+                                                          const DFlashSourceOptions& options = {});
+
+// The same over an already loaded model and explicit target tensors (tests, tools): embed and head
+// are the target's [n_vocab, n_embd] token table and output matrix; they and `model` must outlive the
+// source. `model` is shared by the lanes.
+std::unique_ptr<DrafterSource> make_dflash_source(std::shared_ptr<const DFlashModel> model, const PackedWeights& embed,
+                                                  const PackedWeights& head, ThreadPool& pool);
+
+}  // namespace splash
