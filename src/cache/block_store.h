@@ -50,6 +50,21 @@ struct BlockStoreStats {
   int64_t writes_dropped = 0;   // put() refused (queue full, quota, disabled file)
   int64_t read_failures = 0;    // get() errors (corrupt, truncated, I/O) counted as misses
   int64_t restored_records = 0; // taken back from a persistent directory at start
+  // Added with the disk store (cache/disk/), for /status `disk` (spec 3).
+  bool persistent = false;       // records survive a restart (--persistent-cache)
+  int64_t file_bytes = 0;        // bytes the files occupy on disk (allocated blocks; holes excluded)
+  int64_t kv_records = 0;        // records present, by kind
+  int64_t state_records = 0;
+  int64_t pending_records = 0;   // queued by put(), not yet on disk
+  int64_t records_written = 0;   // since start (demotions)
+  int64_t records_read = 0;      // get() hits (restores)
+  int64_t evictions = 0;         // records dropped to stay within the quota
+  int64_t unneeded = 0;          // put() of a block already stored or queued (nothing written)
+  int64_t restored_kv_blocks = 0;  // restored_records by kind, and their bytes
+  int64_t restored_states = 0;
+  int64_t restored_bytes = 0;
+  int64_t restored_points = 0;   // chain ends among them: the prefixes a request can resume from
+  int64_t left_behind = 0;       // valid records not taken back (their chain to the root is broken)
 };
 
 class BlockStore {
@@ -72,6 +87,10 @@ class BlockStore {
   virtual void flush() = 0;
 
   virtual BlockStoreStats stats() const = 0;
+
+  // Whether records survive a restart: the RAM tier then also writes its newest restore points
+  // behind (not only what it evicts), so that a clean stop leaves them on disk.
+  virtual bool persistent() const { return false; }
 };
 
 // The chain's starting key for one cache namespace: a description of everything that makes KV bytes

@@ -1,0 +1,422 @@
+// DiskBlockStore: queue, writer thread, ring placement and reads. Opening a persistent directory,
+// the rescan and open_disk_tier are in disk_open.cpp.
+#include "cache/disk/disk_block_store.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "cache/disk/record.h"
+#include "core/log.h"
+
+namespace splash {
+
+namespace {
+
+constexpr size_t kBatchRecords = 64;
+constexpr uint64_t kBatchBytes = uint64_t{8} << 20;
+
+// [a, a+n) minus the union of `holes` (sorted, disjoint), appended to out.
+void subtract_ranges(uint64_t a, uint64_t n, const std::vector<std::pair<uint64_t, uint64_t>>& holes,
+                     std::vector<std::pair<uint64_t, uint64_t>>& out) {
+  uint64_t cur = a;
+  const uint64_t end = a + n;
+  for (const auto& [ho, hn] : holes) {
+    if (ho + hn <= cur || ho >= end) continue;
+    if (ho > cur) out.emplace_back(cur, ho - cur);
+    cur = std::max(cur, ho + hn);
+    if (cur >= end) return;
+  }
+  if (cur < end) out.emplace_back(cur, end - cur);
+}
+
+}  // namespace
+
+DiskBlockStore::DiskBlockStore(const DiskStoreOptions& options)
+    : options_(options), root_(namespace_key(options.namespace_description)) {
+  const uint64_t quota = static_cast<uint64_t>(options.quota_bytes);
+  queue_limit_ = options.queue_bytes > 0 ? static_cast<uint64_t>(options.queue_bytes)
+                                         : std::clamp<uint64_t>(quota / 4, uint64_t{8} << 20, uint64_t{64} << 20);
+  stats_.quota_bytes = options.quota_bytes;
+  stats_.persistent = options.persistent;
+}
+
+DiskBlockStore::~DiskBlockStore() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+    paused_ = false;
+  }
+  work_cv_.notify_all();
+  if (writer_.joinable()) writer_.join();
+  if (options_.persistent && fd_.valid() && !disabled_) ::fdatasync(fd_.get());
+}
+
+Result<std::unique_ptr<DiskBlockStore>> DiskBlockStore::open(const DiskStoreOptions& options, OpenFailure* failure) {
+  if (failure) *failure = OpenFailure::kError;
+  if (options.quota_bytes <= 0) return make_error("the disk cache quota must be positive");
+  if (options.dir.empty()) return make_error("the disk cache needs a directory");
+  std::unique_ptr<DiskBlockStore> s(new DiskBlockStore(options));
+  if (options.persistent) {
+    SPLASH_TRY_STATUS(s->open_persistent(failure));
+  } else {
+    SPLASH_TRY(s->fd_, disk::open_unlinked_file(options.dir));
+    s->punch_ = disk::punch_hole_supported(options.dir);
+    s->file_name_ = options.dir + "/splash-cache (unlinked)";
+    const uint64_t quota = static_cast<uint64_t>(options.quota_bytes);
+    s->ring_bytes_ = (s->punch_ ? 2 * quota : quota) / disk::kRecordAlign * disk::kRecordAlign;
+  }
+  s->writer_ = std::thread([p = s.get()] { p->writer_loop(); });
+  if (failure) *failure = OpenFailure::kNone;
+  return s;
+}
+
+// --- put / contains / get ------------------------------------------------------------------------
+
+bool DiskBlockStore::put(const BlockInfo& info, std::span<const int32_t> tokens, std::span<const uint8_t> payload) {
+  const IndexKey id{info.key, info.kind};
+  const bool fits_format = tokens.size() <= disk::kMaxRecordTokens && payload.size() < disk::kMaxRecordPayload;
+  const uint64_t bytes = fits_format ? disk::record_bytes(tokens.size(), payload.size()) : 0;
+  {
+    // Cheap refusals before copying the payload.
+    std::lock_guard lock(mu_);
+    if (!fits_format || disabled_ || bytes > static_cast<uint64_t>(options_.quota_bytes) ||
+        (queued_bytes_ + bytes > queue_limit_ && !queue_.empty())) {
+      ++stats_.writes_dropped;
+      return false;
+    }
+    if (!needs_write_locked(id)) {
+      ++stats_.unneeded;
+      return true;
+    }
+  }
+  auto p = std::make_shared<Pending>();
+  p->info = info;
+  p->tokens.assign(tokens.begin(), tokens.end());
+  p->payload.assign(payload.begin(), payload.end());
+  p->bytes = bytes;
+  {
+    std::lock_guard lock(mu_);
+    if (disabled_ || (queued_bytes_ + bytes > queue_limit_ && !queue_.empty())) {
+      ++stats_.writes_dropped;
+      return false;
+    }
+    if (!needs_write_locked(id)) {
+      ++stats_.unneeded;
+      return true;
+    }
+    pending_.emplace(id, p);
+    queue_.push_back(std::move(p));
+    queued_bytes_ += bytes;
+  }
+  work_cv_.notify_one();
+  return true;
+}
+
+bool DiskBlockStore::needs_write_locked(const IndexKey& id) const {
+  if (pending_.count(id)) return false;
+  auto it = index_.find(id);
+  if (it == index_.end()) return true;
+  // Stored: a fresh copy only when more than half the quota has been written after it (the quota
+  // makes it one of the next to go).
+  const uint64_t off = it->second;
+  const uint64_t written_since = head_ >= off ? head_ - off : head_ + ring_bytes_ - off;
+  return written_since > static_cast<uint64_t>(options_.quota_bytes) / 2;
+}
+
+bool DiskBlockStore::contains(const BlockKey& key, BlockKind kind) const {
+  const IndexKey id{key, kind};
+  std::lock_guard lock(mu_);
+  return pending_.count(id) != 0 || index_.count(id) != 0;
+}
+
+Result<std::vector<uint8_t>> DiskBlockStore::get(const BlockKey& key, BlockKind kind, std::span<const int32_t> tokens) {
+  const IndexKey id{key, kind};
+  uint64_t offset = 0, bytes = 0, seq = 0;
+  {
+    std::unique_lock lock(mu_);
+    if (auto pit = pending_.find(id); pit != pending_.end()) {
+      std::shared_ptr<Pending> p = pit->second;  // immutable once queued
+      lock.unlock();
+      if (!std::equal(p->tokens.begin(), p->tokens.end(), tokens.begin(), tokens.end()))
+        return make_error("disk cache: the block holds other token ids (hash collision)");
+      lock.lock();
+      ++stats_.records_read;
+      lock.unlock();
+      return p->payload;
+    }
+    auto it = index_.find(id);
+    if (it == index_.end()) return make_error("disk cache: no such block");
+    const Entry& e = ring_.at(it->second);
+    SPLASH_CHECK(e.durable);
+    offset = it->second;
+    bytes = e.bytes;
+    seq = e.seq;
+  }
+  std::vector<uint8_t> buf(bytes);
+  Status st = disk::read_at(fd_.get(), buf, offset, file_name_);
+  std::string why;
+  std::optional<disk::RecordHeader> header;
+  if (!st.ok()) {
+    why = st.error_message();
+  } else {
+    auto h = disk::verify_record_self(buf);
+    if (!h.ok()) why = h.error_message();
+    else if (!(h->info.key == key) || h->info.kind != kind || h->seq != seq) why = "the record was overwritten";
+    else header = *h;
+  }
+  if (!header) {
+    std::lock_guard lock(mu_);
+    auto it = index_.find(id);
+    if (it != index_.end() && it->second == offset && ring_.at(offset).seq == seq) {
+      // Still indexed, so the bytes on disk are bad (not evicted meanwhile): drop the record (and
+      // what hangs off it); the writer punches them out once nothing else has been placed there.
+      evict_locked(offset, to_punch_, /*bad=*/true);
+      log_debug("disk cache: dropped a bad record at ", offset, " of ", file_name_, ": ", why);
+      work_cv_.notify_one();
+    }
+    return make_error("disk cache: ", why);
+  }
+  if (header->n_block_tokens != tokens.size() ||
+      std::memcmp(buf.data() + disk::kRecordHeaderBytes, tokens.data(), tokens.size_bytes()) != 0)
+    return make_error("disk cache: the block holds other token ids (hash collision)");
+  const uint8_t* payload = buf.data() + disk::kRecordHeaderBytes + tokens.size_bytes();
+  std::vector<uint8_t> out(payload, payload + header->payload_bytes);
+  std::lock_guard lock(mu_);
+  ++stats_.records_read;
+  stats_.bytes_read += static_cast<int64_t>(bytes);
+  return out;
+}
+
+void DiskBlockStore::flush() {
+  {
+    std::unique_lock lock(mu_);
+    done_cv_.wait(lock, [&] { return (queue_.empty() || disabled_) && in_flight_ == 0; });
+    if (disabled_) return;
+  }
+  if (options_.persistent) ::fdatasync(fd_.get());
+}
+
+BlockStoreStats DiskBlockStore::stats() const {
+  std::lock_guard lock(mu_);
+  BlockStoreStats s = stats_;
+  s.pending_records = static_cast<int64_t>(pending_.size());
+  s.file_bytes = disk::file_allocated_bytes(fd_.get());
+  return s;
+}
+
+void DiskBlockStore::pause_writer_for_test(bool paused) {
+  {
+    std::lock_guard lock(mu_);
+    paused_ = paused;
+  }
+  work_cv_.notify_all();
+}
+
+// --- writer --------------------------------------------------------------------------------------
+
+void DiskBlockStore::writer_loop() {
+  std::unique_lock lock(mu_);
+  while (true) {
+    work_cv_.wait(lock, [&] { return stop_ || (!paused_ && (!queue_.empty() || !to_punch_.empty())); });
+    if (stop_ && queue_.empty() && to_punch_.empty()) break;
+    // A batch: consecutive records up to kBatchRecords / kBatchBytes, and never more than half the
+    // quota, so placing a record never evicts another of the same batch.
+    std::vector<std::shared_ptr<Pending>> batch;
+    uint64_t batch_bytes = 0;
+    const uint64_t cap = std::min(kBatchBytes, static_cast<uint64_t>(options_.quota_bytes) / 2);
+    while (!queue_.empty() && batch.size() < kBatchRecords &&
+           (batch.empty() || batch_bytes + queue_.front()->bytes <= cap)) {
+      batch_bytes += queue_.front()->bytes;
+      queued_bytes_ -= queue_.front()->bytes;
+      batch.push_back(std::move(queue_.front()));
+      queue_.pop_front();
+    }
+    in_flight_ = 1;
+    lock.unlock();
+    write_batch(batch);
+    lock.lock();
+    in_flight_ = 0;
+    done_cv_.notify_all();
+  }
+  done_cv_.notify_all();
+}
+
+void DiskBlockStore::write_batch(std::vector<std::shared_ptr<Pending>>& batch) {
+  struct Placed {
+    Pending* p;
+    uint64_t offset, seq;
+  };
+  std::vector<Placed> placed;
+  std::vector<std::pair<uint64_t, uint64_t>> freed;
+  {
+    std::lock_guard lock(mu_);
+    // Bad records get() found: punched unless the ring has placed something over them since.
+    for (const auto& [o, n] : to_punch_) {
+      auto it = ring_.lower_bound(o);
+      bool covered = it != ring_.end() && it->first < o + n;
+      if (it != ring_.begin()) {
+        auto prev = std::prev(it);
+        covered = covered || prev->first + prev->second.bytes > o;
+      }
+      if (!covered) freed.emplace_back(o, n);
+    }
+    to_punch_.clear();
+    for (auto& p : batch) {
+      const IndexKey id{p->info.key, p->info.kind};
+      uint64_t offset = 0;
+      const uint64_t seq = next_seq_++;
+      if (disabled_ || !place_locked(p->info, seq, p->bytes, offset, freed)) {
+        ++stats_.writes_dropped;
+        pending_.erase(id);
+        continue;
+      }
+      placed.push_back({p.get(), offset, seq});
+    }
+  }
+  // Runs of consecutive records, each encoded into one buffer and written with one pwrite.
+  std::vector<std::pair<uint64_t, std::vector<uint8_t>>> runs;
+  for (const Placed& pl : placed) {
+    if (runs.empty() || runs.back().first + runs.back().second.size() != pl.offset) runs.emplace_back(pl.offset, std::vector<uint8_t>{});
+    std::vector<uint8_t>& buf = runs.back().second;
+    const size_t at = buf.size();
+    buf.resize(at + pl.p->bytes);
+    disk::encode_record(pl.p->info, pl.seq, pl.p->tokens, pl.p->payload, std::span<uint8_t>(buf).subspan(at, pl.p->bytes));
+  }
+  // Return the blocks of evicted records, except where this batch writes anyway.
+  std::vector<std::pair<uint64_t, uint64_t>> writes;
+  for (const auto& [o, b] : runs) writes.emplace_back(o, b.size());
+  std::sort(writes.begin(), writes.end());
+  std::vector<std::pair<uint64_t, uint64_t>> holes;
+  for (const auto& [o, n] : freed) subtract_ranges(o, n, writes, holes);
+  if (punch_) {
+    for (const auto& [o, n] : holes) {
+      if (Status st = disk::punch_hole(fd_.get(), o, n, file_name_); !st.ok()) {
+        log_warn("SSD cache: ", st.error_message(), "; records are overwritten in place from now on");
+        std::lock_guard lock(mu_);
+        punch_ = false;
+        break;
+      }
+    }
+  }
+  Status st;
+  for (const auto& [o, b] : runs) {
+    st = disk::write_at(fd_.get(), b, o, file_name_);
+    if (!st.ok()) break;
+  }
+  if (!st.ok()) disable(st.error_message());
+  std::lock_guard lock(mu_);
+  for (const Placed& pl : placed) {
+    pending_.erase(IndexKey{pl.p->info.key, pl.p->info.kind});
+    auto it = ring_.find(pl.offset);
+    SPLASH_CHECK(it != ring_.end() && it->second.seq == pl.seq);
+    it->second.durable = true;
+    if (st.ok()) {
+      ++stats_.records_written;
+      stats_.bytes_written += static_cast<int64_t>(pl.p->bytes);
+    }
+  }
+  if (!st.ok()) {
+    // Not written: out of the index again (dropped writes, not evictions).
+    stats_.writes_dropped += static_cast<int64_t>(placed.size());
+    const int64_t evictions = stats_.evictions;
+    std::vector<std::pair<uint64_t, uint64_t>> unused;
+    for (const Placed& pl : placed) evict_locked(pl.offset, unused);
+    stats_.evictions = evictions;
+  }
+}
+
+bool DiskBlockStore::place_locked(const BlockInfo& info, uint64_t seq, uint64_t bytes, uint64_t& offset,
+                                  std::vector<std::pair<uint64_t, uint64_t>>& freed) {
+  const uint64_t quota = static_cast<uint64_t>(options_.quota_bytes);
+  if (bytes > quota || bytes > ring_bytes_) return false;
+  // Evictions may cascade along chains, so every step looks the ring up again.
+  if (head_ + bytes > ring_bytes_) {
+    // The ring's end is too short: the records there are the oldest, and go.
+    for (auto it = ring_.lower_bound(head_); it != ring_.end(); it = ring_.lower_bound(head_))
+      evict_locked(it->first, freed);
+    head_ = 0;
+  }
+  if (auto it = ring_.lower_bound(head_); it != ring_.begin()) {
+    auto prev = std::prev(it);
+    if (prev->first + prev->second.bytes > head_) evict_locked(prev->first, freed);
+  }
+  for (auto it = ring_.lower_bound(head_); it != ring_.end() && it->first < head_ + bytes; it = ring_.lower_bound(head_))
+    evict_locked(it->first, freed);
+  // The quota: the oldest records go first, those after the head, then those from the ring's start.
+  while (static_cast<uint64_t>(stats_.bytes_used) + bytes > quota) {
+    auto victim = ring_.lower_bound(head_ + bytes);
+    if (victim == ring_.end()) victim = ring_.begin();
+    SPLASH_CHECK(victim != ring_.end());
+    evict_locked(victim->first, freed);
+  }
+  offset = head_;
+  insert_locked(offset, Entry{IndexKey{info.key, info.kind}, info.parent, seq, bytes, false});
+  head_ += bytes;
+  return true;
+}
+
+void DiskBlockStore::insert_locked(uint64_t offset, const Entry& e) {
+  ring_.emplace(offset, e);
+  index_[e.id] = offset;
+  if (e.id.kind == BlockKind::kKvPage) children_[e.parent].insert(e.id.key);
+  (e.id.kind == BlockKind::kKvPage ? stats_.kv_records : stats_.state_records) += 1;
+  ++stats_.records;
+  stats_.bytes_used += static_cast<int64_t>(e.bytes);
+}
+
+void DiskBlockStore::evict_locked(uint64_t offset, std::vector<std::pair<uint64_t, uint64_t>>& freed, bool bad) {
+  std::vector<uint64_t> todo{offset};
+  bool first = true;
+  while (!todo.empty()) {
+    auto it = ring_.find(todo.back());
+    todo.pop_back();
+    if (it == ring_.end()) continue;
+    // Placement only evicts records written before the current batch (a batch is at most half the
+    // quota); cascades leave the batch's own records alone.
+    SPLASH_CHECK(it->second.durable);
+    const Entry e = it->second;
+    (e.id.kind == BlockKind::kKvPage ? stats_.kv_records : stats_.state_records) -= 1;
+    --stats_.records;
+    stats_.bytes_used -= static_cast<int64_t>(e.bytes);
+    if (bad && first) ++stats_.read_failures;
+    else ++stats_.evictions;
+    first = false;
+    const uint64_t off = it->first;
+    freed.emplace_back(off, e.bytes);
+    ring_.erase(it);
+    auto ix = index_.find(e.id);
+    if (ix == index_.end() || ix->second != off) continue;  // an older copy: nothing hangs off it
+    index_.erase(ix);
+    if (e.id.kind != BlockKind::kKvPage) continue;
+    if (auto sib = children_.find(e.parent); sib != children_.end()) {
+      sib->second.erase(e.id.key);
+      if (sib->second.empty()) children_.erase(sib);
+    }
+    auto queue_child = [&](const IndexKey& id) {
+      auto c = index_.find(id);
+      if (c != index_.end() && ring_.at(c->second).durable) todo.push_back(c->second);
+    };
+    queue_child(IndexKey{e.id.key, BlockKind::kState});
+    if (auto ch = children_.find(e.id.key); ch != children_.end()) {
+      for (const BlockKey& k : ch->second) queue_child(IndexKey{k, BlockKind::kKvPage});
+    }
+  }
+}
+
+void DiskBlockStore::disable(const std::string& why) {
+  std::lock_guard lock(mu_);
+  if (disabled_) return;
+  disabled_ = true;
+  log_warn("SSD cache: ", why, "; the disk tier stops writing (blocks already on disk are still read)");
+  for (const auto& p : queue_) {
+    pending_.erase(IndexKey{p->info.key, p->info.kind});
+    ++stats_.writes_dropped;
+  }
+  queue_.clear();
+  queued_bytes_ = 0;
+  done_cv_.notify_all();
+}
+
+}  // namespace splash

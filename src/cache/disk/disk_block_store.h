@@ -1,0 +1,165 @@
+// The prefix cache's SSD tier (spec 5.4, 5.6): a BlockStore over one ring file on disk.
+//
+// File: records (cache/disk/record.h: header, token ids, payload, XXH3 checksums, 4 KiB aligned)
+// are appended at the ring's head; the ring's address space is twice the quota, and the records
+// that leave it (the oldest first) have their blocks returned to the file system with
+// fallocate(PUNCH_HOLE | KEEP_SIZE), so the file's allocated size stays within the quota while its
+// logical size reaches 2x the quota. Where punching holes is not supported the ring is the quota
+// itself and records are overwritten in place. KV pages and states share the file and the quota.
+// Eviction follows the ring (oldest written first) and takes whole chains: a KV block that leaves
+// takes the records hanging off it (descendants, states), which no lookup from the root could
+// reach any more. A put() of a block stored more than half a quota of writes ago writes a fresh
+// copy at the head, so prefixes that keep being published (shared system prompts) stay.
+//
+// Threads: put() copies the block into a bounded queue and returns (false when the queue is full
+// or the store is disabled); one writer thread drains the queue in batches (one pwrite per run of
+// consecutive records), evicting the oldest records for room first. get() serves queued blocks
+// from memory and others with one pread, verified (checksums, key, kind, token ids): a corrupt,
+// truncated or overwritten record is a miss (counted in read_failures) and leaves the index. A
+// failed write disables the store with one warning; reads of what is on disk go on.
+//
+// Temporary mode: one unlinked file (O_TMPFILE) in `dir` (the caller passes $TMPDIR or /tmp), gone
+// when the process ends however it ends. Persistent mode: `dir/<namespace hex>/` (mode 0700) holds
+// `namespace.txt` (the description, readable), `lock` (flock: one owner process at a time) and
+// `blocks.ring`; open() rescans the ring, verifies every record, and takes back every chain that
+// reaches the namespace root; flush() and the destructor fdatasync it.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "cache/block_store.h"
+#include "cache/disk/disk_file.h"
+
+namespace splash {
+
+struct DiskStoreOptions {
+  int64_t quota_bytes = 0;            // > 0: the file's allocated size never exceeds it
+  std::string namespace_description;  // the RAM tier's; namespace_key() of it is the chain root
+  bool persistent = false;
+  // Persistent: the cache root (the namespace folder is made inside it). Temporary: the folder of
+  // the unlinked file.
+  std::string dir;
+  int64_t queue_bytes = 0;            // queued bytes before put() refuses; 0: quota/4 in [8, 64] MiB
+  std::chrono::milliseconds lock_wait{0};  // persistent: wait for another owner this long
+};
+
+class DiskBlockStore final : public BlockStore {
+ public:
+  enum class OpenFailure { kNone, kBusy, kError };
+  // Opens (persistent: rescans) the store and starts its writer. On a persistent directory owned by
+  // another process (after lock_wait) the error says so and *failure is kBusy.
+  static Result<std::unique_ptr<DiskBlockStore>> open(const DiskStoreOptions& options,
+                                                      OpenFailure* failure = nullptr);
+  ~DiskBlockStore() override;  // flushes, stops the writer
+
+  bool put(const BlockInfo& info, std::span<const int32_t> tokens, std::span<const uint8_t> payload) override;
+  bool contains(const BlockKey& key, BlockKind kind) const override;
+  Result<std::vector<uint8_t>> get(const BlockKey& key, BlockKind kind, std::span<const int32_t> tokens) override;
+  void flush() override;
+  BlockStoreStats stats() const override;
+  bool persistent() const override { return options_.persistent; }
+
+  // Persistent: the namespace folder; temporary: empty.
+  const std::string& directory() const { return ns_dir_; }
+  // The ring's logical size (2x the quota, or the quota without hole punching).
+  uint64_t ring_bytes() const { return ring_bytes_; }
+  // Test hook: the writer stops taking batches (queued blocks stay queued) until resumed.
+  void pause_writer_for_test(bool paused);
+
+ private:
+  struct IndexKey {
+    BlockKey key;
+    BlockKind kind;
+    friend bool operator==(const IndexKey&, const IndexKey&) = default;
+  };
+  struct IndexKeyHash {
+    size_t operator()(const IndexKey& k) const { return BlockKeyHash{}(k.key) ^ static_cast<size_t>(k.kind); }
+  };
+  struct Entry {  // one record placed in the ring
+    IndexKey id;
+    BlockKey parent;
+    uint64_t seq = 0;
+    uint64_t bytes = 0;  // aligned size
+    bool durable = false;  // written; before that get() serves the queued copy
+  };
+  struct Pending {  // one queued put()
+    BlockInfo info;
+    std::vector<int32_t> tokens;
+    std::vector<uint8_t> payload;
+    uint64_t bytes = 0;  // record size on disk
+  };
+
+  explicit DiskBlockStore(const DiskStoreOptions& options);
+  Status open_persistent(OpenFailure* failure);
+  Status rescan();
+  void writer_loop();
+  void write_batch(std::vector<std::shared_ptr<Pending>>& batch);
+  // Under mu_: places a record of `bytes` at the head (evicting for room); false when it cannot fit.
+  bool place_locked(const BlockInfo& info, uint64_t seq, uint64_t bytes, uint64_t& offset,
+                    std::vector<std::pair<uint64_t, uint64_t>>& freed);
+  // Under mu_: removes the record at `offset` and, when it was the indexed copy, every record that
+  // only it made reachable (its descendants and their states): a chain without its start is never
+  // hit. `bad`: dropped because it failed verification (not an eviction).
+  void evict_locked(uint64_t offset, std::vector<std::pair<uint64_t, uint64_t>>& freed, bool bad = false);
+  void insert_locked(uint64_t offset, const Entry& e);
+  // Under mu_: whether a put() of `id` has anything to write (not queued, not stored recently).
+  bool needs_write_locked(const IndexKey& id) const;
+  void disable(const std::string& why);
+
+  DiskStoreOptions options_;
+  BlockKey root_;
+  std::string ns_dir_, file_name_;
+  disk::DirLock lock_;
+  disk::Fd fd_;
+  uint64_t ring_bytes_ = 0;
+  bool punch_ = true;
+  uint64_t queue_limit_ = 0;
+
+  mutable std::mutex mu_;
+  std::condition_variable work_cv_, done_cv_;
+  std::map<uint64_t, Entry> ring_;  // offset -> record
+  std::unordered_map<IndexKey, uint64_t, IndexKeyHash> index_;  // -> offset in ring_
+  std::unordered_map<BlockKey, std::unordered_set<BlockKey, BlockKeyHash>, BlockKeyHash> children_;  // KV chains
+  std::deque<std::shared_ptr<Pending>> queue_;
+  std::unordered_map<IndexKey, std::shared_ptr<Pending>, IndexKeyHash> pending_;  // queued or being written
+  std::vector<std::pair<uint64_t, uint64_t>> to_punch_;  // corrupt records found by get()
+  uint64_t queued_bytes_ = 0;
+  uint64_t head_ = 0, next_seq_ = 1;
+  int in_flight_ = 0;
+  bool stop_ = false, disabled_ = false, paused_ = false;
+  BlockStoreStats stats_;
+  std::thread writer_;
+};
+
+// The disk tier `splash serve` builds from its flags (spec 1.2, 5.4, 5.6): nullptr store when
+// quota_bytes is 0. Persistent with a directory owned by another server: one warning, then the
+// temporary tier. `message` gets the start-up line to print (empty when there is none).
+struct DiskTierConfig {
+  int64_t quota_bytes = 0;
+  bool persistent = false;
+  std::string cache_dir;  // persistent: the cache root
+  std::string temp_dir;   // temporary files ($TMPDIR, else /tmp)
+  std::string namespace_description;
+  std::chrono::milliseconds lock_wait{20000};
+};
+struct DiskTier {
+  std::unique_ptr<DiskBlockStore> store;
+  std::vector<std::string> lines;     // console lines (take-back summary, fallback notes)
+};
+Result<DiskTier> open_disk_tier(const DiskTierConfig& config);
+// `$XDG_CACHE_HOME/splash/prefix-cache`, else `$HOME/.cache/splash/prefix-cache`, from the values
+// the caller read from the environment.
+std::string default_cache_dir(const char* xdg_cache_home, const char* home);
+
+}  // namespace splash
