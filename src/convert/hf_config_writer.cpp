@@ -7,7 +7,9 @@ Result<nlohmann::json> hf_config_json(const ModelConfig& c) {
   if (c.architecture == "llama") arch = "LlamaForCausalLM";
   else if (c.architecture == "qwen2") arch = "Qwen2ForCausalLM";
   else if (c.architecture == "qwen3") arch = "Qwen3ForCausalLM";
-  else return make_error("cannot write config.json for architecture '", c.architecture, "' yet (supported: llama, qwen2, qwen3)");
+  else if (c.architecture == "qwen3_moe") arch = "Qwen3MoeForCausalLM";
+  else return make_error("cannot write config.json for architecture '", c.architecture,
+                         "' yet (supported: llama, qwen2, qwen3, qwen3_moe)");
   nlohmann::json j;
   j["architectures"] = {arch};
   j["model_type"] = c.architecture;
@@ -26,6 +28,18 @@ Result<nlohmann::json> hf_config_json(const ModelConfig& c) {
   if (c.architecture == "llama") {
     j["attention_bias"] = c.attention_bias;
     j["mlp_bias"] = false;
+  }
+  if (c.n_expert > 0) {
+    j["num_experts"] = c.n_expert;
+    j["num_experts_per_tok"] = c.n_expert_used;
+    j["moe_intermediate_size"] = c.n_ff_expert;
+    j["norm_topk_prob"] = c.norm_topk_prob;
+    j["decoder_sparse_step"] = 1;
+    nlohmann::json dense = nlohmann::json::array();
+    for (size_t il = 0; il < c.moe_layer.size(); ++il)
+      if (!c.moe_layer[il]) dense.push_back(il);
+    j["mlp_only_layers"] = dense;
+    if (c.n_ff_shared_expert > 0) j["shared_expert_intermediate_size"] = c.n_ff_shared_expert;
   }
   if (!c.rope_scaling.type.empty()) {
     nlohmann::json rs = {{"type", c.rope_scaling.type}, {"rope_type", c.rope_scaling.type}, {"factor", c.rope_scaling.factor}};

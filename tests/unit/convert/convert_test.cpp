@@ -93,6 +93,12 @@ class ConvertTest : public ::testing::Test {
     EXPECT_EQ(a.attention_bias, b.attention_bias);
     EXPECT_FLOAT_EQ(a.rope_theta, b.rope_theta);
     EXPECT_FLOAT_EQ(a.rms_eps, b.rms_eps);
+    EXPECT_EQ(a.n_expert, b.n_expert);
+    EXPECT_EQ(a.n_expert_used, b.n_expert_used);
+    EXPECT_EQ(a.n_ff_expert, b.n_ff_expert);
+    EXPECT_EQ(a.n_ff_shared_expert, b.n_ff_shared_expert);
+    EXPECT_EQ(a.norm_topk_prob, b.norm_topk_prob);
+    EXPECT_EQ(a.moe_layer, b.moe_layer);
   }
 
   static void expect_same_tokens(const ModelFiles& a, const ModelFiles& b) {
@@ -112,7 +118,7 @@ class ConvertTest : public ::testing::Test {
 };
 
 TEST_F(ConvertTest, GgufF32RoundTripsThroughSafetensorsExactly) {
-  for (const char* preset : {"tiny-llama", "tiny-qwen2", "tiny-qwen3"}) {
+  for (const char* preset : {"tiny-llama", "tiny-qwen2", "tiny-qwen3", "tiny-qwen3-moe"}) {
     SCOPED_TRACE(preset);
     const std::string src = make_model(preset, TestModelFormat::kGguf, std::string(preset) + ".gguf");
     ModelFiles a = open(src);
