@@ -6,6 +6,8 @@
 #include "core/thread_pool.h"
 #include "sampling/sampler.h"
 #include "sampling/stop_matcher.h"
+#include "spec/spec_sequence.h"
+#include "spec/verify.h"
 #include "tokenizer/detokenizer.h"
 
 namespace splash {
@@ -67,6 +69,10 @@ Result<GenerateStats> generate(const Model& model, const Tokenizer& tokenizer, s
   SequenceState seq;
   SequenceGuard guard{kv, seq};
 
+  // Speculative decoding: the drafter's hidden layers are asked of every pass, the prefill's included.
+  std::unique_ptr<Drafter> drafter = options.drafter && options.spec_block > 1 ? options.drafter->make() : nullptr;
+  if (drafter) fwd.hidden_layers = drafter->hidden_layers();
+
   const Clock::time_point t_start = Clock::now();
   SequenceRun run{&seq, prompt, LogitRows::kLast};
   SPLASH_TRY(ForwardOutput out, model.forward({&run, 1}, kv, threads, fwd));
@@ -85,42 +91,101 @@ Result<GenerateStats> generate(const Model& model, const Tokenizer& tokenizer, s
   std::vector<float> logits(static_cast<size_t>(out.n_vocab));  // [n_vocab], mutated by the sampler
   Clock::time_point t_decode{};
   bool stopped = false;
-  while (true) {
-    std::copy_n(out.logits_row(0), out.n_vocab, logits.begin());
-    SPLASH_TRY(int32_t tok, sampler.sample(logits));
-    if (stats.n_generated == 0) {
-      stats.ttft_ms = ms_since(t_start);
-      t_decode = Clock::now();
+  bool done = false;
+  // Speculative decoding: every pass feeds [last token, proposals...] and returns a logits row per fed
+  // token; the rows are walked in order while the target's token equals the proposal (spec/verify.h).
+  std::vector<float> hidden_rows;
+  std::vector<int32_t> committed(prompt.begin(), prompt.end());  // this pass's newly committed tokens
+  std::vector<int32_t> fed;                                        // [last, proposals...] of the pass
+  std::vector<int32_t> proposals;
+  std::vector<float> snapshot;  // recurrent state before a verify pass (hybrid models)
+  auto observe = [&](int64_t hidden_first_pos, int64_t n_hidden) -> Status {
+    if (!drafter) return {};
+    DraftObservation obs;
+    obs.tokens = committed;
+    if (!fwd.hidden_layers.empty() && n_hidden > 0) {
+      gather_hidden_rows(out, 0, 0, n_hidden, hidden_rows);
+      obs.hidden = hidden_rows.data();
+      obs.n_hidden_rows = n_hidden;
+      obs.hidden_position = hidden_first_pos;
+      obs.hidden_width = static_cast<int64_t>(hidden_rows.size()) / n_hidden;
     }
-    if (tokenizer.is_eog(tok)) {
-      stats.stop = StopReason::kEos;
-      break;
+    return drafter->observe(obs);
+  };
+  SPLASH_TRY_STATUS(observe(0, n_prompt));
+  committed.clear();
+  while (!done) {
+    const int64_t k = static_cast<int64_t>(proposals.size());
+    const int64_t n_kv = seq.n_tokens();  // after the pass: n_kv - k = KV length plain decoding has at row 0
+    int64_t n_accepted = 0;
+    for (int64_t i = 0; i <= k; ++i) {
+      std::copy_n(out.logits_at(0, i), out.n_vocab, logits.begin());
+      const int32_t proposal = i < k ? proposals[static_cast<size_t>(i)] : -1;
+      SPLASH_TRY(int32_t tok, verify_row(sampler, logits, proposal));
+      if (stats.n_generated == 0 && t_decode == Clock::time_point{}) {
+        stats.ttft_ms = ms_since(t_start);
+        t_decode = Clock::now();
+      } else {
+        ++stats.n_decode_tokens;
+      }
+      done = true;
+      if (tokenizer.is_eog(tok)) {
+        stats.stop = StopReason::kEos;
+        break;
+      }
+      sampler.accept(tok);
+      stats.tokens.push_back(tok);
+      committed.push_back(tok);
+      ++stats.n_generated;
+      StopMatcher::Feed fed_text = stops.feed(detok.push(tok));
+      emit(fed_text.emit);
+      if (fed_text.stopped) {
+        stats.stop = StopReason::kStopString;
+        stopped = true;
+        break;
+      }
+      if (stats.n_generated >= options.max_tokens) {
+        stats.stop = StopReason::kLength;
+        break;
+      }
+      if (n_kv - k + i >= max_context) {
+        stats.stop = StopReason::kContext;
+        break;
+      }
+      done = false;
+      if (tok != proposal) break;
+      ++n_accepted;
     }
-    sampler.accept(tok);
-    stats.tokens.push_back(tok);
-    ++stats.n_generated;
-    StopMatcher::Feed fed = stops.feed(detok.push(tok));
-    emit(fed.emit);
-    if (fed.stopped) {
-      stats.stop = StopReason::kStopString;
-      stopped = true;
-      break;
+    stats.drafted_tokens += k;
+    stats.accepted_draft_tokens += n_accepted;
+    if (k > 0) SPLASH_TRY_STATUS(rollback_verify(model, kv, threads, seq, fed, n_accepted + 1, snapshot));
+    // The prefill's row gave its hidden rows already; a decode pass gives those of its kept tokens.
+    SPLASH_TRY_STATUS(observe(n_kv - k - 1, stats.n_decode_steps > 0 ? n_accepted + 1 : 0));
+    committed.clear();
+    if (done) break;
+    const int32_t last = stats.tokens.back();
+    proposals.clear();
+    if (drafter) {
+      // No more proposals than tokens left to generate after this one, or positions left in the context.
+      const int64_t room = std::min<int64_t>({options.spec_block - 1, options.max_tokens - stats.n_generated - 1,
+                                              max_context - seq.n_tokens() - 1});
+      if (room > 0) {
+        SPLASH_TRY(proposals, drafter->propose(static_cast<int>(room)));
+        if (static_cast<int64_t>(proposals.size()) > room) proposals.resize(static_cast<size_t>(room));
+        for (int32_t p : proposals)
+          if (p < 0 || p >= out.n_vocab) return make_error("generate: the ", drafter->method(), " drafter proposed token ", p, ", outside the vocabulary");
+      }
     }
-    if (stats.n_generated >= options.max_tokens) {
-      stats.stop = StopReason::kLength;
-      break;
-    }
-    if (seq.n_tokens() >= max_context) {
-      stats.stop = StopReason::kContext;
-      break;
-    }
-    SequenceRun step{&seq, {&tok, 1}, LogitRows::kLast};
+    fed.assign(1, last);
+    fed.insert(fed.end(), proposals.begin(), proposals.end());
+    if (model.recurrent_state_floats() > 0 && !proposals.empty()) snapshot = seq.recurrent;
+    SequenceRun step{&seq, fed, proposals.empty() ? LogitRows::kLast : LogitRows::kAll};
     SPLASH_TRY(ForwardOutput next, model.forward({&step, 1}, kv, threads, fwd));
     out = std::move(next);
     ++stats.n_decode_steps;
   }
   if (stats.n_generated > 0) stats.decode_ms = ms_since(t_decode);
-  stats.decode_tok_s = stats.n_decode_steps > 0 && stats.decode_ms > 0 ? stats.n_decode_steps * 1000.0 / stats.decode_ms : 0;
+  stats.decode_tok_s = stats.n_decode_tokens > 0 && stats.decode_ms > 0 ? stats.n_decode_tokens * 1000.0 / stats.decode_ms : 0;
   if (!stopped) {
     StopMatcher::Feed fed = stops.feed(detok.flush());
     emit(fed.emit);

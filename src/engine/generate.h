@@ -21,6 +21,7 @@
 #include "core/result.h"
 #include "model/model.h"
 #include "sampling/sampling_params.h"
+#include "spec/drafter.h"
 #include "tokenizer/tokenizer.h"
 
 namespace splash {
@@ -40,6 +41,11 @@ struct GenerateOptions {
   KvFormat kv_format = KvFormat::kInt8;
   int threads = 0;           // 0 = default_thread_count()
   int64_t chunk_tokens = 0;  // prefill chunk; 0 = the model's default
+  // Speculative decoding (spec/): the drafter proposes up to spec_block - 1 tokens per step and the
+  // target verifies them in one pass; greedy output is token-for-token that of plain decoding, sampled
+  // output has the same distribution. nullptr = plain decoding. Not owned.
+  const DrafterSource* drafter = nullptr;
+  int spec_block = 8;
 };
 
 struct GenerateStats {
@@ -52,7 +58,10 @@ struct GenerateStats {
   double decode_ms = 0;          // every decode forward pass after the first token
   double prefill_tok_s = 0;      // n_prompt / prefill time
   double decode_tok_s = 0;       // decode steps / decode time; 0 when no decode step ran
-  int64_t n_decode_steps = 0;    // forward passes of one token
+  int64_t n_decode_steps = 0;    // decode forward passes (one token each, or a verify block)
+  int64_t n_decode_tokens = 0;   // tokens sampled by those passes (decode_tok_s counts these)
+  int64_t drafted_tokens = 0;    // proposals verified
+  int64_t accepted_draft_tokens = 0;  // proposals the target accepted
   StopReason stop = StopReason::kLength;
   uint64_t seed = 0;             // the sampler's seed (reproduce a run with it)
 };
