@@ -21,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/model_source.h"
 #include "core/sizes.h"
 #include "model/model.h"
 
@@ -30,6 +31,7 @@ namespace {
 
 struct BenchArgs {
   std::string model;
+  ModelSourceArgs source;  // --revision, --offline
   std::string tokenizer;
   std::vector<int64_t> pp{512};
   int64_t tg = 128;
@@ -149,7 +151,9 @@ int run_bench(BenchArgs a) {
 
   ModelFilesOptions fopts;
   fopts.tokenizer_path = a.tokenizer;
-  auto files = ModelFiles::open(a.model, fopts);
+  auto path = resolve_model_arg(a.model, a.source);
+  if (!path.ok()) return std::fprintf(stderr, "error: %s\n", path.error_message().c_str()), 1;
+  auto files = ModelFiles::open(*path, fopts);
   if (!files.ok()) return std::fprintf(stderr, "error: %s\n", files.error_message().c_str()), 1;
   auto model = Model::load(*files);
   if (!model.ok()) return std::fprintf(stderr, "error: %s\n", model.error_message().c_str()), 1;
@@ -290,7 +294,10 @@ int run_bench(BenchArgs a) {
 
 Runner register_bench(CLI::App& app) {
   auto a = std::make_shared<BenchArgs>();
-  app.add_option("-m,--model", a->model, "Model: .gguf file, llama2.c .bin, or safetensors directory")->required();
+  app.add_option("-m,--model", a->model,
+                 "Model: .gguf file, llama2.c .bin, safetensors directory, or OWNER/REPO[:VARIANT] on the Hub")
+      ->required();
+  add_model_source_flags(app, a->source);
   app.add_option("-p,--n-prompt", a->pp, "Prompt lengths for the ppN tests (comma separated; 0 = none)")
       ->delimiter(',')
       ->capture_default_str();

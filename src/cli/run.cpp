@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/model_source.h"
 #include "engine/generate.h"
 #include "tokenizer/model_tokenizer.h"
 
@@ -14,6 +15,7 @@ namespace {
 
 struct RunArgs {
   std::string model;
+  ModelSourceArgs source;  // --revision, --offline
   std::string tokenizer;
   std::string prompt;
   int64_t n_predict = 128;
@@ -62,7 +64,9 @@ int run_run(const RunArgs& a) {
 
   ModelFilesOptions fopts;
   fopts.tokenizer_path = a.tokenizer;
-  auto files = ModelFiles::open(a.model, fopts);
+  auto path = resolve_model_arg(a.model, a.source);
+  if (!path.ok()) return std::fprintf(stderr, "error: %s\n", path.error_message().c_str()), 1;
+  auto files = ModelFiles::open(*path, fopts);
   if (!files.ok()) return std::fprintf(stderr, "error: %s\n", files.error_message().c_str()), 1;
   auto tok = load_model_tokenizer(*files);
   if (!tok.ok()) return std::fprintf(stderr, "error: %s\n", tok.error_message().c_str()), 1;
@@ -101,7 +105,10 @@ int run_run(const RunArgs& a) {
 
 Runner register_run(CLI::App& app) {
   auto a = std::make_shared<RunArgs>();
-  app.add_option("-m,--model", a->model, "Model: .gguf file, llama2.c .bin, or safetensors directory")->required();
+  app.add_option("-m,--model", a->model,
+                 "Model: .gguf file, llama2.c .bin, safetensors directory, or OWNER/REPO[:VARIANT] on the Hub")
+      ->required();
+  add_model_source_flags(app, a->source);
   app.add_option("-p,--prompt", a->prompt, "Prompt text (empty: generate from BOS)");
   app.add_option("-n,--n-predict", a->n_predict, "Tokens to generate")->capture_default_str();
   app.add_option("--temp", a->temp, "Temperature (0 = greedy)")->capture_default_str();

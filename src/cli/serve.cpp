@@ -3,12 +3,14 @@
 // signals, is app::serve (src/server/app/startup.h).
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "cli/commands.h"
 #include "core/sizes.h"
+#include "hub/model_ref.h"
 #include "server/app/serve_options.h"
 #include "server/app/startup.h"
 
@@ -19,6 +21,8 @@ namespace {
 // Flag values as typed; defaults shown in --help come from here.
 struct ServeArgs {
   std::string model, tokenizer;
+  std::string revision = "main", draft_model;
+  bool offline = false;
   std::vector<std::string> served_model_names;
   std::string host = "127.0.0.1";
   std::string port;  // empty: SPLASH_PORT or 8000
@@ -48,6 +52,14 @@ const char* env(const char* name) {
 // Flags win over the SPLASH_* environment; a bad environment value names its variable.
 int to_options(const ServeArgs& a, app::ServeOptions& o) {
   o.model = a.model;
+  if (!std::filesystem::exists(a.model)) {
+    auto ref = hub::parse_model_ref(a.model, [](const std::string&) { return false; });
+    if (!ref.ok()) return usage_error(ref.error_message());
+  }
+  if (Status st = hub::check_revision(a.revision); !st.ok()) return usage_error(st.error_message());
+  o.hub = hub::settings_from_environment(a.offline);
+  o.hub.revision = a.revision;
+  o.draft_model = a.draft_model;
   o.tokenizer = a.tokenizer;
   for (const std::string& n : a.served_model_names) {
     if (Status st = app::check_served_model_name(n); !st.ok()) return usage_error(st.error_message());
@@ -116,13 +128,15 @@ int to_options(const ServeArgs& a, app::ServeOptions& o) {
 }
 
 constexpr const char* kEpilog = R"(Examples:
+  splash serve --model Qwen/Qwen3-0.6B-GGUF:Q8_0
   splash serve --model ~/models/Qwen3-0.6B-Q8_0.gguf
   splash serve --model ~/models/qwen3-mlx --port 8080 --api-key secret --max-context 32K
   splash serve --model stories15M.bin --tokenizer tokenizer.bin --host 0.0.0.0 --allowed-host box.lan
 
 SIZE: bytes or a K/M/G/T binary suffix (28G = 28GB = 28GiB = 28g). TOKENS: a count or K = 1024
 (100K = 102400). DURATION: seconds or an s/m/h suffix, floats allowed (90, 1.5m, 2h).
-Environment: SPLASH_PORT, SPLASH_API_KEY, SPLASH_DEFAULT_REASONING_EFFORT (flags win).
+Environment: SPLASH_PORT, SPLASH_API_KEY, SPLASH_DEFAULT_REASONING_EFFORT (flags win); HF_TOKEN (gated
+and private repositories), HF_HOME / HF_HUB_CACHE (the Hugging Face cache), HF_HUB_OFFLINE, HF_ENDPOINT.
 
 The context is fitted to this machine's memory (MemAvailable and the cgroup limit): the startup
 summary (the Ready line) and /status show the effective context. --max-memory and --max-context can
@@ -139,9 +153,19 @@ Runner register_serve(CLI::App& app) {
   const char* kApi = "API";
   const char* kReq = "Requests";
   app.add_option("--model", a->model,
-                 "Model to serve (required): a .gguf file, an MLX / safetensors folder, or a llama2.c .bin "
-                 "(with --tokenizer)")
+                 "Model to serve (required): OWNER/REPO (MLX / safetensors) or OWNER/REPO:VARIANT (GGUF) on "
+                 "the Hugging Face Hub, downloaded into its cache; or a .gguf file, an MLX / safetensors folder, "
+                 "or a llama2.c .bin (with --tokenizer)")
       ->required()->group(kModel);
+  app.add_option("--revision", a->revision, "Branch, tag or commit of the --model repository (default: main)")
+      ->group(kModel);
+  app.add_option("--draft-model", a->draft_model,
+                 "DFlash draft: OWNER/REPO or an existing folder, instead of the registry's (default: the "
+                 "registry's draft for the target)")
+      ->group(kModel);
+  app.add_flag("--offline", a->offline,
+               "Use only the Hugging Face cache, never the network (default: off; HF_HUB_OFFLINE=1 too)")
+      ->group(kModel);
   app.add_option("--tokenizer", a->tokenizer, "llama2.c tokenizer.bin (default: tokenizer.bin beside the model)")
       ->group(kModel);
   app.add_option("--host", a->host, "IPv4 address to bind; 0.0.0.0 for the LAN (default: 127.0.0.1)")->group(kNet);

@@ -13,12 +13,16 @@
 
 #include "backend/cpu/attention_kv.h"
 #include "core/result.h"
+#include "hub/hub_settings.h"
 
 namespace splash::app {
 
 struct ServeOptions {
   // Model.
-  std::string model;                            // local path: .gguf, safetensors/MLX folder, llama2.c .bin
+  std::string model;                            // local path (.gguf, safetensors/MLX folder, llama2.c .bin)
+                                                // or OWNER/REPO[:VARIANT] (hub/resolve.h)
+  hub::HubSettings hub;                         // --revision, --offline and the HF_* environment
+  std::string draft_model;                      // --draft-model: DFlash draft folder or repository
   std::string tokenizer;                        // llama2.c tokenizer.bin (default: beside the model)
   std::vector<std::string> served_model_names;  // aliases; the first is the model id
   // Network and access.

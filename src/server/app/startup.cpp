@@ -17,6 +17,8 @@
 #include "engine/memory_plan.h"
 #include "engine/scheduler.h"
 #include "formats/model_files.h"
+#include "hub/draft_registry.h"
+#include "hub/resolve.h"
 #include "model/model.h"
 #include "server/app/app.h"
 #include "server/http/server.h"
@@ -129,13 +131,27 @@ int serve(const ServeOptions& options) {
   if (!bound.ok()) return fail(bound.error_message());
   std::unique_ptr<http::Server> server = std::move(*bound);
 
-  // 2. Model, tokenizer, chat template.
+  // 2. --model: a local path, or a Hub repository identified, then fetched into the HF cache.
+  auto resolved = hub::resolve_model(options.model, options.hub);
+  if (!resolved.ok()) {
+    fail(resolved.error_message());
+    if (resolved.error_message().rfind("cannot resolve ", 0) == 0) fail("model download or verification failed");
+    return 1;
+  }
+  if (!options.draft_model.empty()) {
+    auto draft = hub::resolve_draft(ModelConfig{}, options.draft_model, options.hub);
+    if (!draft.ok()) return fail(draft.error_message());
+    std::printf("Draft · %s\n", (*draft)->path.c_str());
+  }
+  const std::string& model_path = resolved->path;
+
+  // 3. Model, tokenizer, chat template.
   std::printf("Loading · %s\n", options.model.c_str());
   std::fflush(stdout);
   const auto t0 = std::chrono::steady_clock::now();
   ModelFilesOptions fopts;
   fopts.tokenizer_path = options.tokenizer;
-  auto files = ModelFiles::open(options.model, fopts);
+  auto files = ModelFiles::open(model_path, fopts);
   if (!files.ok()) return fail(files.error_message());
   auto tok = load_model_tokenizer(*files);
   if (!tok.ok()) return fail(tok.error_message());
@@ -161,7 +177,7 @@ int serve(const ServeOptions& options) {
               std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   std::fflush(stdout);
 
-  // 3. Memory plan.
+  // 4. Memory plan.
   auto host = probe_host_memory();
   if (!host.ok()) return fail(host.error_message());
   const ModelConfig& cfg = model->config();
@@ -194,7 +210,7 @@ int serve(const ServeOptions& options) {
               format_bytes(plan.hard_budget_bytes).c_str(), format_bytes(plan.weights_bytes).c_str(),
               static_cast<long long>(plan.kv_pool_pages), format_bytes(plan.kv_pool_bytes).c_str(), plan.lanes);
 
-  // 4. Engine.
+  // 5. Engine.
   EngineOptions eopts;
   eopts.lanes = std::min(plan.lanes, options.queue_size);
   eopts.queue_size = options.queue_size;
@@ -204,11 +220,11 @@ int serve(const ServeOptions& options) {
   auto engine = Engine::create(*model, *tokenizer, eopts);
   if (!engine.ok()) return fail(str_cat("cannot start the engine: ", engine.error_message()));
 
-  // 5. Routes, then accept.
+  // 6. Routes, then accept.
   AppConfig acfg;
   acfg.options = options;
-  acfg.model_path = options.model;
-  acfg.model_id = options.served_model_names.empty() ? default_model_id(options.model) : options.served_model_names[0];
+  acfg.model_path = model_path;
+  acfg.model_id = options.served_model_names.empty() ? resolved->model_id : options.served_model_names[0];
   for (size_t i = 1; i < options.served_model_names.size(); ++i) acfg.aliases.push_back(options.served_model_names[i]);
   AppDeps deps;
   deps.tokenizer = tokenizer.get();
@@ -234,7 +250,7 @@ int serve(const ServeOptions& options) {
               static_cast<unsigned>(server->bound_port()));
   std::fflush(stdout);
 
-  // 6. Until SIGINT / SIGTERM.
+  // 7. Until SIGINT / SIGTERM.
   const int sig = signals.wait();
   std::printf("Stopping · releasing engine resources\n");
   std::fflush(stdout);

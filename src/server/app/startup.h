@@ -4,7 +4,8 @@
 // the server and return 130 / 143.
 //
 // Console lines (stdout; errors on stderr, prefixed "error: "):
-//   Loading · <model path>
+//   (for OWNER/REPO[:VARIANT], hub/resolve.h's Selected / Fetching lines and progress on stderr)
+//   Loading · <model as given>
 //   Chat template · native|unsupported
 //   Weights loaded in N.NN s.
 //   Memory plan · budget X GiB · weights Y · KV pool P pages (B) · lanes L
