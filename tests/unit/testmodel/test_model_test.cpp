@@ -183,6 +183,74 @@ TEST(TestModel, GgufOpensWithOurReaderAndMatchesSafetensors) {
   }
 }
 
+TEST(TestModel, MixtureOfExpertsLayouts) {
+  TempDir d;
+  TestModelSpec s = *test_model_preset("tiny-qwen3-moe");
+  s.n_ff_shared_expert = 64;
+  s.gguf_type = DType::kQ8_0;
+  const std::string g = d.file("moe.gguf");
+  ASSERT_TRUE(write_test_model(s, g).ok());
+  auto f = gguf::GgufFile::open(g);
+  ASSERT_TRUE(f.ok()) << f.error_message();
+  EXPECT_EQ(*f->get_string("general.architecture"), "qwen3moe");
+  EXPECT_EQ(*f->get_u32("qwen3moe.expert_count"), s.n_expert);
+  EXPECT_EQ(*f->get_u32("qwen3moe.expert_used_count"), s.n_expert_used);
+  EXPECT_EQ(*f->get_u32("qwen3moe.expert_shared_feed_forward_length"), 64u);
+  const auto* exps = f->find_tensor("blk.0.ffn_down_exps.weight");  // GGUF order: [f, dim, E]
+  ASSERT_NE(exps, nullptr);
+  EXPECT_EQ(exps->shape, (std::vector<uint64_t>{s.n_ff_expert, s.n_embd, s.n_expert}));
+  EXPECT_EQ(exps->type, DType::kQ8_0);
+  EXPECT_EQ(f->find_tensor("blk.0.ffn_gate_inp.weight")->type, DType::kF32);  // routers stay F32
+  EXPECT_EQ(f->find_tensor("blk.2.ffn_gate_inp_shexp.weight")->shape, (std::vector<uint64_t>{s.n_embd}));
+  EXPECT_EQ(f->find_tensor("blk.1.ffn_gate_exps.weight"), nullptr);  // mlp_only_layers: dense
+  EXPECT_NE(f->find_tensor("blk.1.ffn_gate.weight"), nullptr);
+
+  // Plain safetensors: one tensor per expert, slices of the same stacked values.
+  s.format = TestModelFormat::kSafetensors;
+  const std::string st = d.file("moe-st");
+  ASSERT_TRUE(write_test_model(s, st).ok());
+  auto m = SafeTensorsFile::open(st + "/model.safetensors");
+  ASSERT_TRUE(m.ok()) << m.error_message();
+  EXPECT_EQ(m->find("model.layers.0.mlp.switch_mlp.up_proj.weight"), nullptr);
+  const auto* e3 = m->find("model.layers.0.mlp.experts.3.up_proj.weight");
+  ASSERT_NE(e3, nullptr);
+  EXPECT_EQ(e3->shape, (std::vector<uint64_t>{s.n_ff_expert, s.n_embd}));
+  const auto plan = testmodel::plan_tensors(s, 400);
+  const testmodel::TensorPlan* up = nullptr;
+  for (const auto& t : plan)
+    if (t.hf_name == "model.layers.0.mlp.switch_mlp.up_proj.weight") up = &t;
+  ASSERT_NE(up, nullptr);
+  std::vector<float> want(s.n_ff_expert * s.n_embd);
+  testmodel::generate_values(*up, s.seed, 3 * want.size(), want);
+  EXPECT_EQ(f32_of(e3->data), want);
+  auto cfg = nlohmann::json::parse(*read_text_file(st + "/config.json"));
+  EXPECT_EQ(cfg["model_type"], "qwen3_moe");
+  EXPECT_EQ(cfg["num_experts"], s.n_expert);
+  EXPECT_EQ(cfg["mlp_only_layers"], nlohmann::json::array({1}));
+
+  // MLX: stacked [E, rows, cols * bits / 32] codes.
+  s.mlx_bits = 4;
+  const std::string mlx = d.file("moe-mlx");
+  ASSERT_TRUE(write_test_model(s, mlx).ok());
+  auto q = SafeTensorsFile::open(mlx + "/model.safetensors");
+  ASSERT_TRUE(q.ok());
+  const auto* codes = q->find("model.layers.2.mlp.switch_mlp.gate_proj.weight");
+  ASSERT_NE(codes, nullptr);
+  EXPECT_EQ(codes->shape, (std::vector<uint64_t>{s.n_expert, s.n_ff_expert, s.n_embd / 8}));
+  EXPECT_EQ(q->find("model.layers.2.mlp.switch_mlp.gate_proj.scales")->shape,
+            (std::vector<uint64_t>{s.n_expert, s.n_ff_expert, s.n_embd / 64}));
+
+  TestModelSpec bad = *test_model_preset("tiny-qwen3-moe");
+  bad.n_expert_used = 9;
+  EXPECT_NE(validate_test_model_spec(bad).error_message().find("n_expert_used"), std::string::npos);
+  bad = *test_model_preset("tiny-qwen3-moe");
+  bad.gguf_type = DType::kQ4_K;  // expert rows of 64 are not 256-value blocks
+  bad.n_embd = 256;
+  bad.n_ff = 256;
+  bad.head_dim = 64;
+  EXPECT_NE(validate_test_model_spec(bad).error_message().find("expert intermediate size"), std::string::npos);
+}
+
 TEST(TestModel, HalfTypesAreRoundedCopiesOfF32) {
   TempDir d;
   TestModelSpec s = *test_model_preset("tiny-qwen3");
