@@ -146,3 +146,16 @@ if(SPLASH_NODE)
   set_tests_properties(e2e_load PROPERTIES LABELS load TIMEOUT 300 SKIP_RETURN_CODE 77 RUN_SERIAL TRUE)
 endif()
 # --- end e2e ---
+
+# --- dflash (DFlash block drafter) ---------------------------------------------------------------
+# Regenerates the cross-check fixture with the training code's own torch forward (tools/dflash) and
+# runs the C++ drafter against it; skipped (77) without python3-torch. The unit test test_spec reads
+# the committed copy in tests/data/dflash.
+if(SPLASH_NUMPY_PYTHON AND TARGET test_spec)
+  add_test(NAME dflash_reference
+    COMMAND sh -c "${SPLASH_NUMPY_PYTHON} -c 'import torch' 2>/dev/null || exit 77; \
+d=$(mktemp -d) && ${SPLASH_NUMPY_PYTHON} ${PROJECT_SOURCE_DIR}/tools/dflash/make_fixture.py $d && \
+SPLASH_DFLASH_FIXTURE=$d $<TARGET_FILE:test_spec> --gtest_filter='DFlash*'; rc=$?; rm -rf $d; exit $rc")
+  set_tests_properties(dflash_reference PROPERTIES LABELS reference SKIP_RETURN_CODE 77 TIMEOUT 300)
+endif()
+# --- end dflash ----------------------------------------------------------------------------------

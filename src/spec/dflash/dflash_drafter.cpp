@@ -1,6 +1,7 @@
 #include "spec/dflash/dflash_drafter.h"
 
 #include <algorithm>
+#include <filesystem>
 
 #include "model/model.h"
 #include "model/weights.h"
@@ -67,16 +68,24 @@ class DFlashDrafter final : public Drafter {
 
 class DFlashSource final : public DrafterSource {
  public:
-  DFlashSource(std::shared_ptr<const DFlashModel> model, const PackedWeights* embed, const PackedWeights* head,
-               ThreadPool& pool, PackedWeights own_embed = {}, PackedWeights own_head = {})
-      : model_(std::move(model)), own_embed_(std::move(own_embed)), own_head_(std::move(own_head)), pool_(pool) {
-    embed_ = embed != nullptr ? embed : &own_embed_;
-    head_ = head != nullptr ? head : own_head_.rows() > 0 ? &own_head_ : embed_;
+  // Borrowed target tensors and pool (tests, tools).
+  DFlashSource(std::shared_ptr<const DFlashModel> model, const PackedWeights& embed, const PackedWeights& head,
+               ThreadPool& pool)
+      : model_(std::move(model)), embed_(&embed), head_(&head), pool_(&pool) {}
+  // Owned target tensors (head empty = tied to embed) and an own pool of `threads`.
+  DFlashSource(std::shared_ptr<const DFlashModel> model, PackedWeights embed, PackedWeights head, int threads)
+      : model_(std::move(model)),
+        own_embed_(std::move(embed)),
+        own_head_(std::move(head)),
+        own_pool_(std::make_unique<ThreadPool>(threads)) {
+    embed_ = &own_embed_;
+    head_ = own_head_.rows() > 0 ? &own_head_ : &own_embed_;
+    pool_ = own_pool_.get();
   }
 
   std::string_view method() const override { return "dflash"; }
   std::unique_ptr<Drafter> make() const override {
-    return std::make_unique<DFlashDrafter>(model_, *embed_, *head_, pool_);
+    return std::make_unique<DFlashDrafter>(model_, *embed_, *head_, *pool_);
   }
   uint64_t memory_bytes() const override {
     uint64_t own = 0;
@@ -88,15 +97,16 @@ class DFlashSource final : public DrafterSource {
  private:
   std::shared_ptr<const DFlashModel> model_;
   PackedWeights own_embed_, own_head_;
+  std::unique_ptr<ThreadPool> own_pool_;
   const PackedWeights* embed_ = nullptr;
   const PackedWeights* head_ = nullptr;
-  ThreadPool& pool_;
+  ThreadPool* pool_ = nullptr;
 };
 
 }  // namespace
 
 Result<std::unique_ptr<DrafterSource>> make_dflash_source(const std::string& dir, const ModelFiles& target_files,
-                                                          const Model& target, ThreadPool& pool,
+                                                          const Model& target, int threads,
                                                           const DFlashSourceOptions& options) {
   DFlashLoadOptions lo;
   lo.isa = options.isa;
@@ -114,12 +124,30 @@ Result<std::unique_ptr<DrafterSource>> make_dflash_source(const std::string& dir
   }
   auto shared = std::make_shared<const DFlashModel>(std::move(model));
   return std::unique_ptr<DrafterSource>(
-      std::make_unique<DFlashSource>(std::move(shared), nullptr, nullptr, pool, std::move(embed), std::move(head)));
+      std::make_unique<DFlashSource>(std::move(shared), std::move(embed), std::move(head), threads));
 }
 
 std::unique_ptr<DrafterSource> make_dflash_source(std::shared_ptr<const DFlashModel> model, const PackedWeights& embed,
                                                   const PackedWeights& head, ThreadPool& pool) {
-  return std::make_unique<DFlashSource>(std::move(model), &embed, &head, pool);
+  return std::make_unique<DFlashSource>(std::move(model), embed, head, pool);
+}
+
+std::optional<std::string> find_dflash_drafter(const std::string& model_path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::path p(model_path);
+  while (!p.empty() && !p.has_filename()) p = p.parent_path();  // "dir/" -> "dir"
+  std::string stem = fs::is_directory(p, ec) ? p.filename().string() : p.stem().string();
+  const fs::path dir = p.parent_path().empty() ? fs::path(".") : p.parent_path();
+  // "stories15M-Q4_0" -> stories15M-Q4_0-dflash, then stories15M-dflash.
+  while (!stem.empty()) {
+    const fs::path cand = dir / (stem + "-dflash");
+    if (fs::is_regular_file(cand / "config.json", ec)) return cand.string();
+    const size_t dash = stem.rfind('-');
+    if (dash == std::string::npos || dash == 0) break;
+    stem.resize(dash);
+  }
+  return std::nullopt;
 }
 
 }  // namespace splash

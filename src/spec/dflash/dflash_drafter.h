@@ -8,11 +8,11 @@
 // so the context only ever holds committed rows ("crops to the committed length each round").
 //
 // Thread-safety: a DFlashSource is immutable after creation; each lane's DFlashDrafter is used from
-// the engine thread only. Both borrow the target Model (its embedding table and output head) and the
-// engine's ThreadPool, which must outlive them.
+// the engine thread only and must not outlive its source (it borrows the source's weights and pool).
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "core/result.h"
@@ -34,8 +34,9 @@ struct DFlashSourceOptions {
 // range covers the target's context plus one block.
 // `target_files` are the files `target` was loaded from: the token table and output head are read
 // from them (views of the mapping for float and K-quant types; Q4_0/Q8_0 are repacked, a copy).
+// The source runs the drafter on its own pool of `threads` (engine thread only, like the target's).
 Result<std::unique_ptr<DrafterSource>> make_dflash_source(const std::string& dir, const ModelFiles& target_files,
-                                                          const Model& target, ThreadPool& pool,
+                                                          const Model& target, int threads,
                                                           const DFlashSourceOptions& options = {});
 
 // The same over an already loaded model and explicit target tensors (tests, tools): embed and head
@@ -43,5 +44,11 @@ Result<std::unique_ptr<DrafterSource>> make_dflash_source(const std::string& dir
 // source. `model` is shared by the lanes.
 std::unique_ptr<DrafterSource> make_dflash_source(std::shared_ptr<const DFlashModel> model, const PackedWeights& embed,
                                                   const PackedWeights& head, ThreadPool& pool);
+
+// The drafter paired with a model by location (what `--spec auto` uses when no --draft-model is
+// given): a directory `<name>-dflash` with a config.json beside the model file or directory, where
+// <name> is the model's file stem, then that stem with its last "-suffix" parts dropped one by one
+// (~/.cache/splash/demo/stories15M-Q4_0.gguf -> .../stories15M-Q4_0-dflash, .../stories15M-dflash).
+std::optional<std::string> find_dflash_drafter(const std::string& model_path);
 
 }  // namespace splash

@@ -91,8 +91,8 @@ void check_rounds(const std::string& variant, IsaLevel isa) {
     std::vector<int32_t> tokens;
     ASSERT_TRUE(fx.model.draft(ctx, anchor, end, fx.embed, fx.head, pool, scratch, &tokens).ok());
     ASSERT_EQ(scratch.logits.size(), fx.logits[r].size());
-    // f32 kernels (int8-free: F32 weights) against a float64 forward: agreement to ~1e-5 relative.
-    EXPECT_LT(max_rel_err(scratch.logits, fx.logits[r]), 2e-4) << variant << " round " << r;
+    // f32 kernels (F32 weights) against a float64 forward: measured ~1e-6 of the largest logit.
+    EXPECT_LT(max_rel_err(scratch.logits, fx.logits[r]), 5e-5) << variant << " round " << r;
     const int64_t n_vocab = fx.head.rows();
     for (size_t t = 0; t < tokens.size(); ++t) {
       const float* row = fx.logits[r].data() + t * n_vocab;
@@ -134,7 +134,7 @@ TEST(DFlashModel, RewritingRowsEqualsFreshContext) {
   fx.model.add_context(ctx, junk.data(), 4, 6, pool, scratch);  // rows later replaced
   fx.model.add_context(ctx, fx.hidden.data() + 6 * width, end - 6, 6, pool, scratch);
   ASSERT_TRUE(fx.model.draft(ctx, anchor, end, fx.embed, fx.head, pool, scratch).ok());
-  EXPECT_LT(max_rel_err(scratch.logits, fx.logits[r]), 2e-4);
+  EXPECT_LT(max_rel_err(scratch.logits, fx.logits[r]), 5e-5);
 }
 
 // The Drafter adapter: observe committed tokens + hidden rows, propose greedy tokens = argmax of the
@@ -248,6 +248,24 @@ TEST(DFlashModel, MissingTensorIsNamed) {
   auto m = DFlashModel::load(tmp.string());
   ASSERT_FALSE(m.ok());
   EXPECT_NE(m.error_message().find("fc.weight"), std::string::npos) << m.error_message();
+  fs::remove_all(tmp);
+}
+
+}  // namespace
+}  // namespace splash
+
+namespace splash {
+namespace {
+
+TEST(DFlashDrafter, FindsPairedDrafterBesideTheModel) {
+  namespace fs = std::filesystem;
+  const fs::path tmp = fs::temp_directory_path() / ("dflash_pair_" + std::to_string(::getpid()));
+  fs::create_directories(tmp / "stories15M-dflash");
+  std::ofstream(tmp / "stories15M-dflash" / "config.json") << "{}";
+  std::ofstream(tmp / "stories15M-Q4_0.gguf") << "x";
+  EXPECT_EQ(find_dflash_drafter((tmp / "stories15M-Q4_0.gguf").string()), (tmp / "stories15M-dflash").string());
+  EXPECT_EQ(find_dflash_drafter((tmp / "stories15M.bin").string()), (tmp / "stories15M-dflash").string());
+  EXPECT_EQ(find_dflash_drafter((tmp / "other-F32.gguf").string()), std::nullopt);
   fs::remove_all(tmp);
 }
 
