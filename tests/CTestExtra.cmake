@@ -159,3 +159,17 @@ SPLASH_DFLASH_FIXTURE=$d $<TARGET_FILE:test_spec> --gtest_filter='DFlash*'; rc=$
   set_tests_properties(dflash_reference PROPERTIES LABELS reference SKIP_RETURN_CODE 77 TIMEOUT 300)
 endif()
 # --- end dflash ----------------------------------------------------------------------------------
+
+# --- hub (--model OWNER/REPO[:VARIANT]: Hub client, HF cache, downloads) ---------------------------
+# Every "must show" item of the model-download issue against tests/hub/mock_hub.py (a stdlib HTTP
+# server on loopback serving repositories built from tiny test models): full download then serve,
+# second start downloads nothing, dropped connections resumed, gated repositories with and without a
+# token, unknown repository, ambiguous and missing variants, unsupported models refused before any
+# weight byte, --offline with and without cache, two processes at once. ~10 s.
+find_program(SPLASH_HUB_PYTHON NAMES python3 PATHS /usr/bin NO_DEFAULT_PATH)
+if(SPLASH_HUB_PYTHON)
+  add_test(NAME hub_e2e
+    COMMAND ${SPLASH_HUB_PYTHON} ${PROJECT_SOURCE_DIR}/tests/hub/hub_e2e.py --splash $<TARGET_FILE:splash>)
+  set_tests_properties(hub_e2e PROPERTIES LABELS hub TIMEOUT 180)
+endif()
+# --- end hub ---
