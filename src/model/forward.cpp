@@ -22,7 +22,7 @@ void grow(std::vector<float>& v, int64_t n) {
 void size_workspace(Workspace& ws, const ModelConfig& c, int64_t n) {
   const int64_t q_dim = int64_t{c.n_head} * c.head_dim, kv_dim = int64_t{c.n_head_kv} * c.head_dim;
   grow(ws.h, n * c.n_embd);
-  grow(ws.qkv, n * (q_dim + 2 * kv_dim));
+  grow(ws.qkv, n * ((c.attn_output_gate ? 2 : 1) * q_dim + 2 * kv_dim));  // gated: [q | gate] per head
   grow(ws.q, n * q_dim);
   grow(ws.k, n * kv_dim);
   grow(ws.v, n * kv_dim);
@@ -41,10 +41,10 @@ Result<ForwardOutput> Model::forward(std::span<const SequenceRun> batch, KvPageP
 
   // --- validation: every error is reported before anything changes
   const KvCacheConfig& kc = kv.config();
-  if (kc.n_layer != static_cast<int>(c.n_layer) || kc.n_kv_head != static_cast<int>(c.n_head_kv) ||
+  if (kc.n_layer != n_kv_layers_ || kc.n_kv_head != static_cast<int>(c.n_head_kv) ||
       kc.head_dim != static_cast<int>(c.head_dim))
     return make_error("forward: the KV pool has ", kc.n_layer, " layers x ", kc.n_kv_head, " KV heads x head_dim ",
-                      kc.head_dim, ", the model needs ", c.n_layer, " x ", c.n_head_kv, " x ", c.head_dim);
+                      kc.head_dim, ", the model needs ", n_kv_layers_, " x ", c.n_head_kv, " x ", c.head_dim);
   ForwardProfile* const prof = options.profile;
   const auto prof_t0 = prof != nullptr ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
   const double prof_cpu0 = prof != nullptr ? process_cpu_seconds() : 0.0;
@@ -58,6 +58,12 @@ Result<ForwardOutput> Model::forward(std::span<const SequenceRun> batch, KvPageP
     if (r.seq == nullptr) return make_error("forward: run ", i, " has no sequence state");
     if (!seen.insert(r.seq).second) return make_error("forward: run ", i, " repeats a sequence of the batch");
     if (r.tokens.empty()) return make_error("forward: run ", i, " has no tokens");
+    if (!r.seq->recurrent.empty() && static_cast<int64_t>(r.seq->recurrent.size()) != recurrent_state_floats_)
+      return make_error("forward: run ", i, " carries a recurrent state of ", r.seq->recurrent.size(),
+                        " floats, the model's is ", recurrent_state_floats_);
+    if (recurrent_state_floats_ > 0 && r.seq->recurrent.empty() && r.seq->n_tokens() > 0)
+      return make_error("forward: run ", i, " has ", r.seq->n_tokens(),
+                        " tokens of KV but no recurrent state (restore the checkpoint taken with the KV)");
     const int64_t end = r.seq->n_tokens() + static_cast<int64_t>(r.tokens.size());
     if (end > max_context_)
       return make_error("forward: run ", i, " would reach position ", end, ", past the context of ", max_context_,
@@ -86,8 +92,23 @@ Result<ForwardOutput> Model::forward(std::span<const SequenceRun> batch, KvPageP
 
   std::vector<int64_t> start_len(batch.size()), done(batch.size(), 0);
   for (size_t i = 0; i < batch.size(); ++i) start_len[i] = batch[i].seq->n_tokens();
+  // Recurrent state (hybrid models): a new sequence starts from zeros. When the batch takes more
+  // than one pass, a later pass can still run out of KV pages after an earlier one advanced the
+  // state, so the states are copied first to put them back on failure (one pass: nothing runs
+  // before the pages are reserved).
+  std::vector<std::vector<float>> saved_state;
+  if (recurrent_state_floats_ > 0) {
+    bool multi_pass = false;
+    for (size_t i = 0; i < batch.size(); ++i) {
+      if (batch[i].seq->recurrent.empty()) batch[i].seq->recurrent.assign(static_cast<size_t>(recurrent_state_floats_), 0.0f);
+      multi_pass |= static_cast<int64_t>(batch[i].tokens.size()) > chunk;
+    }
+    if (multi_pass)
+      for (size_t i = 0; i < batch.size(); ++i) saved_state.push_back(batch[i].seq->recurrent);
+  }
   auto roll_back = [&] {
     for (size_t i = 0; i < batch.size(); ++i) kv.truncate(batch[i].seq->kv, start_len[i]);
+    for (size_t i = 0; i < saved_state.size(); ++i) batch[i].seq->recurrent = std::move(saved_state[i]);
   };
 
   Workspace ws;
@@ -111,6 +132,7 @@ Result<ForwardOutput> Model::forward(std::span<const SequenceRun> batch, KvPageP
       rr.row0 = static_cast<int64_t>(tokens.size());
       rr.n_rows = m;
       rr.pos0 = batch[i].seq->n_tokens();
+      rr.recurrent = batch[i].seq->recurrent.empty() ? nullptr : batch[i].seq->recurrent.data();
       if (Status st = kv.append(batch[i].seq->kv, m); !st.ok()) {
         roll_back();
         return make_error("forward: ", st.error_message());
@@ -146,6 +168,8 @@ Result<ForwardOutput> Model::forward(std::span<const SequenceRun> batch, KvPageP
     ctx.profile = prof;
     for (uint32_t il = 0; il < c.n_layer; ++il) {
       ctx.il = static_cast<int>(il);
+      ctx.kv_layer = kv_layer_[il];
+      ctx.recurrent_offset = recurrent_offset_[il];
       arch_->layer_forward(weights_->layers[il], ctx);
       for (size_t h = 0; h < options.hidden_layers.size(); ++h) {
         if (options.hidden_layers[h] != static_cast<int>(il)) continue;

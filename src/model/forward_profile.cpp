@@ -18,6 +18,7 @@ const char* forward_op_name(ForwardOp op) {
     case ForwardOp::kActivation: return "swiglu";
     case ForwardOp::kResidual: return "residual add";
     case ForwardOp::kLogits: return "logits (norm + output matmul)";
+    case ForwardOp::kLinearAttention: return "gated deltanet (conv, delta rule)";
     case ForwardOp::kCount: break;
   }
   return "?";

@@ -30,6 +30,7 @@ enum class ForwardOp : uint8_t {
   kActivation,  // SwiGLU
   kResidual,    // residual adds
   kLogits,      // final norm, output projection and the copy into ForwardOutput
+  kLinearAttention,  // Gated DeltaNet: conv, q/k norms, gates, delta rule, gated norm (not its matmuls)
   kCount,
 };
 

@@ -23,6 +23,20 @@ struct RowRun {
   int64_t row0 = 0;                 // first row in the pass
   int64_t n_rows = 0;
   int64_t pos0 = 0;                 // position of row0 in its sequence
+  float* recurrent = nullptr;       // the sequence's SequenceState::recurrent (hybrid models)
+};
+
+// Scratch of the Gated DeltaNet block (blocks/gated_deltanet_block.cpp), grown by the block.
+struct GdnScratch {
+  std::vector<float> proj;   // [n_rows, all input projection rows] (separate projections copied in)
+  std::vector<float> part;   // [n_rows, rows of one projection] when the projections are separate
+  std::vector<float> mixed;  // [n_rows, conv_dim] q | k | v before the conv
+  std::vector<float> conv;   // [n_rows, conv_dim] after conv + SiLU, then q/k normalized in place
+  std::vector<float> z;      // [n_rows, nv dv] output gate
+  std::vector<float> g;      // [n_rows, nv] log decay
+  std::vector<float> beta;   // [n_rows, nv]
+  std::vector<float> o;      // [n_rows, nv dv] delta-rule output, then gated-normed
+  std::vector<std::vector<float>> chunk;  // per thread: chunked delta rule scratch
 };
 
 // Scratch of the MoE block (blocks/moe_block.cpp), grown by the block itself.
@@ -52,6 +66,8 @@ struct Workspace {
   std::vector<float> out;   // [n_rows, n_embd] block output before the residual add
   AttentionScratch attn;    // attention's tiles, reused by every layer and pass
   MoeScratch moe;           // MoE routing and per-expert buffers
+  GdnScratch gdn;           // Gated DeltaNet buffers
+  std::vector<float> gate;  // [n_rows, n_head, head_dim] gated attention's output gate
 };
 
 struct LayerContext {
@@ -61,6 +77,8 @@ struct LayerContext {
   ThreadPool* threads = nullptr;
   IsaLevel isa = IsaLevel::kAvx512;
   int il = 0;
+  int kv_layer = 0;                   // il's layer in the KV pool (only full-attention layers have one)
+  int64_t recurrent_offset = 0;       // il's state in SequenceState::recurrent (linear-attention layers)
   int64_t n_rows = 0;
   float* x = nullptr;                 // [n_rows, n_embd] residual stream, updated in place
   const int32_t* positions = nullptr; // [n_rows]

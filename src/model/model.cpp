@@ -1,6 +1,7 @@
 #include "model/model.h"
 
 #include "model/architecture.h"
+#include "model/blocks/gated_deltanet_block.h"
 #include "model/weights.h"
 
 namespace splash {
@@ -76,6 +77,18 @@ Result<Model> Model::load(const ModelFiles& files, const ModelOptions& options) 
   if (!c.tie_embeddings) {
     SPLASH_TRY(w.output, loader.matrix("lm_head.weight", c.n_vocab, c.n_embd));
   }
+  if (arch->zero_centred_norms) fold_zero_centred_norm(loader, w.out_norm);
+  // KV layers and recurrent state: full-attention layers get a KV pool layer each, linear ones a
+  // slice of the per-sequence state.
+  int first_attention = -1;
+  for (uint32_t il = 0; il < c.n_layer; ++il) {
+    const bool linear = !c.layer_kinds.empty() && c.layer_kinds[il] == LayerKind::kLinearAttention;
+    m.kv_layer_.push_back(linear ? -1 : m.n_kv_layers_++);
+    m.recurrent_offset_.push_back(linear ? m.recurrent_state_floats_ : 0);
+    if (linear) m.recurrent_state_floats_ += gdn_state_floats(c);
+    if (!linear && first_attention < 0) first_attention = static_cast<int>(il);
+  }
+  if (first_attention < 0) return make_error(files.path(), ": the model has no full-attention layer");
   w.layers.reserve(c.n_layer);
   for (uint32_t il = 0; il < c.n_layer; ++il) {
     SPLASH_TRY(LayerWeights layer, arch->load_layer(loader, static_cast<int>(il)));
@@ -83,8 +96,8 @@ Result<Model> Model::load(const ModelFiles& files, const ModelOptions& options) 
   }
 
   // The q/k rows' storage order decides the RoPE pairing; the weights are never permuted.
-  SPLASH_TRY(const ModelTensor* q0, loader.require(layer_tensor_name(0, "self_attn.q_proj.weight")));
-  SPLASH_TRY(const ModelTensor* k0, loader.require(layer_tensor_name(0, "self_attn.k_proj.weight")));
+  SPLASH_TRY(const ModelTensor* q0, loader.require(layer_tensor_name(first_attention, "self_attn.q_proj.weight")));
+  SPLASH_TRY(const ModelTensor* k0, loader.require(layer_tensor_name(first_attention, "self_attn.k_proj.weight")));
   if (q0->rope_interleaved != k0->rope_interleaved)
     return make_error(files.path(), ": q_proj and k_proj rows are stored for different RoPE layouts");
   const RopeStyle style = q0->rope_interleaved ? RopeStyle::kInterleaved : RopeStyle::kNeox;
@@ -93,8 +106,9 @@ Result<Model> Model::load(const ModelFiles& files, const ModelOptions& options) 
   if (!table.ok()) return make_error(files.path(), ": RoPE: ", table.error_message());
   w.rope = std::move(table).value();
 
-  const auto& l0 = w.layers.front();
-  m.weights_summary_ = str_cat(c.architecture, ", ", storage_name(files, layer_tensor_name(0, "self_attn.q_proj.weight")),
+  const auto& l0 = w.layers[static_cast<size_t>(first_attention)];
+  m.weights_summary_ = str_cat(c.architecture, ", ",
+                               storage_name(files, layer_tensor_name(first_attention, "self_attn.q_proj.weight")),
                                " matrices (", isa_level_name(m.options_.isa), "), embeddings ",
                                storage_name(files, "model.embed_tokens.weight"), c.tie_embeddings ? " (tied)" : "",
                                l0.attn.qkv.size() == 1 ? ", fused qkv" : "",
@@ -127,6 +141,15 @@ ModelMemory Model::memory() const {
     vec(l.mlp.norm);
     for (const Projection& p : l.mlp.gate_up) proj(p);
     proj(l.mlp.down);
+    if (l.gdn) {
+      vec(l.gdn->norm);
+      for (const Projection& p : l.gdn->in) proj(p);
+      vec(l.gdn->conv);
+      vec(l.gdn->a);
+      vec(l.gdn->dt_bias);
+      vec(l.gdn->out_norm);
+      proj(l.gdn->out);
+    }
   }
   m.rope = static_cast<uint64_t>(w.rope.resident_bytes());
   return m;
@@ -134,7 +157,7 @@ ModelMemory Model::memory() const {
 
 KvCacheConfig Model::kv_cache_config(KvFormat format, int64_t n_pages) const {
   KvCacheConfig k;
-  k.n_layer = static_cast<int>(config_.n_layer);
+  k.n_layer = n_kv_layers_;
   k.n_kv_head = static_cast<int>(config_.n_head_kv);
   k.head_dim = static_cast<int>(config_.head_dim);
   k.n_pages = n_pages;

@@ -149,7 +149,9 @@ class Model {
   KvCacheConfig kv_cache_config(KvFormat format, int64_t n_pages) const;
 
   // Size of SequenceState::recurrent for one sequence (hybrid models); 0 = attention-only, no
-  // checkpoint group (spec 5.1).
+  // checkpoint group (spec 5.1). forward() sizes an empty `recurrent` (a new sequence: zeros) and
+  // refuses one of another size. The KV pool (kv_cache_config) then has layers for the
+  // full-attention layers only.
   int64_t recurrent_state_floats() const { return recurrent_state_floats_; }
 
   // Runs the batch: reserves KV positions for every run's tokens in `kv`, stores their K/V, and
@@ -165,6 +167,12 @@ class Model {
   ModelOptions options_;
   int64_t max_context_ = 0;
   int64_t recurrent_state_floats_ = 0;
+  // Hybrid models: only full-attention layers have KV (kv_layer_[il] = their index in the pool,
+  // -1 for linear-attention layers); recurrent_offset_[il] = a linear layer's state in
+  // SequenceState::recurrent. Attention-only models: kv_layer_[il] = il.
+  std::vector<int> kv_layer_;
+  std::vector<int64_t> recurrent_offset_;
+  int n_kv_layers_ = 0;
   const Architecture* arch_ = nullptr;
   std::unique_ptr<ModelWeights> weights_;
   std::string weights_summary_;

@@ -7,7 +7,9 @@ namespace splash {
   X(llama)                      \
   X(qwen2)                      \
   X(qwen3)                      \
-  X(qwen3_moe)
+  X(qwen3_moe)                  \
+  X(qwen3_next)                 \
+  X(qwen3_5)
 
 #define SPLASH_DECLARE_ARCH(name) extern const Architecture kArchitecture_##name;
 SPLASH_ARCHITECTURES(SPLASH_DECLARE_ARCH)

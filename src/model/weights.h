@@ -33,6 +33,27 @@ struct AttentionWeights {
   std::vector<float> q_norm;   // [head_dim] (qwen3), empty otherwise
   std::vector<float> k_norm;   // [head_dim] (qwen3), empty otherwise
   Projection o;                // [n_embd, q_dim]
+  // Gated attention (qwen3_next / qwen3_5): q_proj has 2 head_dim rows per head, [q | gate], and
+  // the attention output is multiplied by sigmoid(gate) before o.
+  bool output_gate = false;
+};
+
+// A Gated DeltaNet (linear attention) layer of the hybrid models (blocks/gated_deltanet_block.h).
+// nk/dk: key heads and their dim, nv/dv: value heads and theirs; conv_dim = 2 nk dk + nv dv.
+struct GatedDeltaNetWeights {
+  std::vector<float> norm;     // [n_embd] input_layernorm (zero-centred weight: 1 + w folded at load)
+  // Input projections, rows in the file's order. Split layout (qwen3_5): qkv [conv_dim], z [nv dv],
+  // b [nv], a [nv]; grouped layout (qwen3_next in_proj_qkvz / in_proj_ba): per key head
+  // [q k v z] then per key head [b a]. Fused into one Projection when the storage types agree.
+  std::vector<Projection> in;
+  bool grouped = false;
+  // Value head h reads key head h % nk (GGUF qwen35: value heads tiled) instead of h / (nv / nk).
+  bool v_heads_tiled = false;
+  std::vector<float> conv;     // [conv_dim, kernel] depthwise conv weight
+  std::vector<float> a;        // [nv] A = -exp(A_log)
+  std::vector<float> dt_bias;  // [nv]
+  std::vector<float> out_norm; // [dv] gated RMSNorm weight (plain, not zero-centred)
+  Projection out;              // [n_embd, nv dv]
 };
 
 struct MlpWeights {
@@ -62,6 +83,7 @@ struct LayerWeights {
   AttentionWeights attn;
   MlpWeights mlp;
   std::unique_ptr<MoeWeights> moe;  // MoE layers only (then mlp is empty)
+  std::unique_ptr<GatedDeltaNetWeights> gdn;  // linear-attention layers only (then attn is empty)
 };
 
 struct ModelWeights {

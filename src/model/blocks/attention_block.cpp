@@ -1,5 +1,6 @@
 #include "model/blocks/attention_block.h"
 
+#include <cmath>
 #include <cstring>
 
 #include "backend/cpu/activation.h"
@@ -19,7 +20,9 @@ Result<AttentionWeights> load_attention(const WeightLoader& loader, int il, cons
     names.push_back(layer_tensor_name(il, str_cat("self_attn.", p, ".weight")));
     if (spec.bias) biases.push_back(layer_tensor_name(il, str_cat("self_attn.", p, ".bias")));
   }
-  SPLASH_TRY(w.qkv, loader.projections(names, {q_dim, kv_dim, kv_dim}, c.n_embd, biases));
+  w.output_gate = spec.output_gate;
+  const int64_t q_rows = spec.output_gate ? 2 * q_dim : q_dim;  // [q | gate] per head
+  SPLASH_TRY(w.qkv, loader.projections(names, {q_rows, kv_dim, kv_dim}, c.n_embd, biases));
   if (spec.qk_norm) {
     SPLASH_TRY(w.q_norm, loader.vector(layer_tensor_name(il, "self_attn.q_norm.weight"), c.head_dim));
     SPLASH_TRY(w.k_norm, loader.vector(layer_tensor_name(il, "self_attn.k_norm.weight"), c.head_dim));
@@ -57,18 +60,36 @@ void attention_block(const AttentionWeights& w, LayerContext& ctx) {
     ProfileScope ps(prof, ForwardOp::kNorm);
     rms_norm(ctx.x, w.norm.data(), c.rms_eps, ws.h.data(), n, d, ctx.isa);
   }
+  // Gated attention: q_proj rows are [q | gate] per head; q and the gate are split apart here.
+  const int64_t q_rows = w.output_gate ? 2 * q_dim : q_dim;
+  auto split_q = [&](const float* src, int64_t r) {
+    if (!w.output_gate) {
+      std::memcpy(ws.q.data() + r * q_dim, src, q_dim * sizeof(float));
+      return;
+    }
+    for (int64_t hh = 0; hh < c.n_head; ++hh) {
+      std::memcpy(ws.q.data() + r * q_dim + hh * hd, src + 2 * hh * hd, hd * sizeof(float));
+      std::memcpy(ws.gate.data() + r * q_dim + hh * hd, src + (2 * hh + 1) * hd, hd * sizeof(float));
+    }
+  };
+  if (w.output_gate && ws.gate.size() < static_cast<size_t>(n * q_dim)) ws.gate.resize(static_cast<size_t>(n * q_dim));
   if (w.qkv.size() == 1) {
     // One weight pass for q, k and v; the split copies give each of them contiguous rows, which
     // the KV store and attention want per sequence.
-    const int64_t stride = q_dim + 2 * kv_dim;
+    const int64_t stride = q_rows + 2 * kv_dim;
     project(w.qkv[0], ws.h.data(), ws.qkv.data(), n, *ctx.threads, prof);
     ProfileScope ps(prof, ForwardOp::kCopy);
     for (int64_t r = 0; r < n; ++r) {
       const float* src = ws.qkv.data() + r * stride;
-      std::memcpy(ws.q.data() + r * q_dim, src, q_dim * sizeof(float));
-      std::memcpy(ws.k.data() + r * kv_dim, src + q_dim, kv_dim * sizeof(float));
-      std::memcpy(ws.v.data() + r * kv_dim, src + q_dim + kv_dim, kv_dim * sizeof(float));
+      split_q(src, r);
+      std::memcpy(ws.k.data() + r * kv_dim, src + q_rows, kv_dim * sizeof(float));
+      std::memcpy(ws.v.data() + r * kv_dim, src + q_rows + kv_dim, kv_dim * sizeof(float));
     }
+  } else if (w.output_gate) {
+    project(w.qkv[0], ws.h.data(), ws.qkv.data(), n, *ctx.threads, prof);  // [n, 2 q_dim]
+    for (int64_t r = 0; r < n; ++r) split_q(ws.qkv.data() + r * q_rows, r);
+    project(w.qkv[1], ws.h.data(), ws.k.data(), n, *ctx.threads, prof);
+    project(w.qkv[2], ws.h.data(), ws.v.data(), n, *ctx.threads, prof);
   } else {
     project(w.qkv[0], ws.h.data(), ws.q.data(), n, *ctx.threads, prof);
     project(w.qkv[1], ws.h.data(), ws.k.data(), n, *ctx.threads, prof);
@@ -88,7 +109,7 @@ void attention_block(const AttentionWeights& w, LayerContext& ctx) {
   {
     ProfileScope ps(prof, ForwardOp::kKvStore);
     for (const RowRun& run : ctx.runs)
-      ctx.kv->write(*run.kv, ctx.il, run.pos0, run.n_rows, ws.k.data() + run.row0 * kv_dim,
+      ctx.kv->write(*run.kv, ctx.kv_layer, run.pos0, run.n_rows, ws.k.data() + run.row0 * kv_dim,
                     ws.v.data() + run.row0 * kv_dim);
   }
 
@@ -100,10 +121,16 @@ void attention_block(const AttentionWeights& w, LayerContext& ctx) {
   {
     ProfileScope ps(prof, ForwardOp::kAttention);
     for (const RowRun& run : ctx.runs)
-      attention(ws.q.data() + run.row0 * q_dim, run.n_rows, run.pos0, ctx.kv->view(*run.kv, ctx.il), ap,
+      attention(ws.q.data() + run.row0 * q_dim, run.n_rows, run.pos0, ctx.kv->view(*run.kv, ctx.kv_layer), ap,
                 ws.att.data() + run.row0 * q_dim, *ctx.threads, &ws.attn);
   }
 
+  if (w.output_gate) {
+    ProfileScope ps(prof, ForwardOp::kActivation);
+    float* att = ws.att.data();
+    const float* gate = ws.gate.data();
+    for (int64_t i = 0; i < n * q_dim; ++i) att[i] = att[i] / (1.0f + std::exp(-gate[i]));
+  }
   project(w.o, ws.att.data(), ws.out.data(), n, *ctx.threads, prof);
   ProfileScope ps(prof, ForwardOp::kResidual);
   add(ctx.x, ws.out.data(), ctx.x, n * d);

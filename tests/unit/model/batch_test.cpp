@@ -76,7 +76,10 @@ TEST_P(ModelBatch, BatchOfThreeEqualsEachAlone) {
   // against the same steps run one sequence at a time on copies of the state.
   const std::vector<int32_t> next0 = {11}, next1 = tokens_of(9, 4), next2 = {12};
   SequenceState c[3];
-  for (int i = 0; i < 3; ++i) c[i].kv = kv_->share_prefix(s[i].kv, s[i].n_tokens());
+  for (int i = 0; i < 3; ++i) {
+    c[i].kv = kv_->share_prefix(s[i].kv, s[i].n_tokens());
+    c[i].recurrent = s[i].recurrent;  // hybrid models: the recurrent state is copied, not shared
+  }
   std::vector<SequenceRun> step = {{&s[0], next0}, {&s[1], next1}, {&s[2], next2}};
   auto mixed = model_->forward(step, *kv_, threads_);
   ASSERT_TRUE(mixed.ok()) << mixed.error_message();
@@ -113,10 +116,16 @@ TEST_P(ModelBatch, TruncateThenRedecodeEqualsFreshRun) {
   second.insert(second.end(), tail.begin(), tail.end());
   const int64_t nv = model_->config().n_vocab;
 
+  // Hybrid models: the recurrent state cannot be truncated, so it is put back from a snapshot
+  // taken at token 20 (empty for attention-only models).
   SequenceState seq;
-  SequenceRun run{&seq, first, LogitRows::kNone};
+  SequenceRun run{&seq, {first.data(), 20}, LogitRows::kNone};
   ASSERT_TRUE(model_->forward({&run, 1}, *kv_, threads_).ok());
+  const std::vector<float> snapshot = seq.recurrent;
+  SequenceRun rest{&seq, {first.data() + 20, 20}, LogitRows::kNone};
+  ASSERT_TRUE(model_->forward({&rest, 1}, *kv_, threads_).ok());
   truncate_sequence(*kv_, seq, 20);  // rejects the last 20 "proposed" tokens
+  seq.recurrent = snapshot;
   EXPECT_EQ(seq.n_tokens(), 20);
   EXPECT_EQ(kv_->kv_pages_used(), 1);
   SequenceRun redo{&seq, tail, LogitRows::kAll};
@@ -182,8 +191,10 @@ TEST_P(ModelBatch, BadInputChangesNothing) {
   SequenceState other;
   std::vector<int32_t> huge(32 * 32, 5);
   SequenceRun both[2] = {{&seq, good}, {&other, huge}};
+  const std::vector<float> state_before = seq.recurrent;  // hybrid models: passes ran before the failure
   auto e2 = model_->forward(both, *kv_, threads_);
   ASSERT_FALSE(e2.ok());
+  EXPECT_EQ(seq.recurrent, state_before);
   EXPECT_EQ(seq.n_tokens(), 8);
   EXPECT_EQ(other.n_tokens(), 0);
   EXPECT_EQ(kv_->kv_pages_used(), 1);
@@ -226,7 +237,8 @@ TEST_P(ModelBatch, KvFormatsWithinBounds) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Archs, ModelBatch, ::testing::Values("tiny-llama", "tiny-qwen2", "tiny-qwen3", "tiny-llama-q8_0",
-                                                            "tiny-qwen3-q8_0", "tiny-qwen3-moe"),
+                                                            "tiny-qwen3-q8_0", "tiny-qwen3-moe", "tiny-qwen3-next",
+                                                            "tiny-qwen3-5"),
                          [](const ::testing::TestParamInfo<std::string>& i) {
                            std::string n = i.param;
                            for (char& ch : n)
