@@ -108,7 +108,7 @@ struct TestModelSpec {
 //                                           of 64, top 2
 //   qwen3-moe-bench                         the Qwen3-30B-A3B layer shape (dim 2048, 128 experts of
 //                                           768, top 8) with 8 layers instead of 48: 2.9 GB in
-//                                           Q4_0, about 12% of it read per token (MoE decode bench)
+//                                           Q4_0, about 15% of it read per token (MoE decode bench)
 //   tiny-qwen3-next, tiny-qwen3-5           hybrids: dim 64, 4 layers (3 Gated DeltaNet + 1 gated
 //                                           attention), 2 key / 4 value heads of 16 in the DeltaNet
 //   hybrid-0.6b                             a Qwen3.5-like hybrid of about 0.6B parameters for the
