@@ -153,8 +153,9 @@ def _silu(x):
     return x / (1.0 + np.exp(-x))
 
 
-def _full_attention(m, L, il, h, pos, cache):
+def _full_attention(m, L, il, h, pos, cache, qa):
     T, H, Hkv, hd = h.shape[0], m.n_head, m.n_head_kv, m.head_dim
+    h = qa(h)
     qg = (h @ L["wq"].T).reshape(T, H, 2 * hd)
     q, gate = qg[..., :hd], qg[..., hd:].reshape(T, H * hd)
     k = (h @ L["wk"].T).reshape(T, Hkv, hd)
@@ -175,11 +176,12 @@ def _full_attention(m, L, il, h, pos, cache):
     p /= p.sum(axis=-1, keepdims=True)
     att = (p @ V.transpose(1, 0, 2)).transpose(1, 0, 2).reshape(T, H * hd)
     att = att / (1.0 + np.exp(-gate))
-    return att @ L["wo"].T
+    return qa(att) @ L["wo"].T
 
 
-def _linear_attention(m, L, il, h, cache):
+def _linear_attention(m, L, il, h, cache, qa):
     T = h.shape[0]
+    h = qa(h)
     nk, dk, nv, dv, K = m.lin_nk, m.lin_dk, m.lin_nv, m.lin_dv, m.conv_k
     mixed = h @ L["qkv"].T                                   # [T, conv_dim]
     z = (h @ L["z"].T).reshape(T, nv, dv)
@@ -206,20 +208,22 @@ def _linear_attention(m, L, il, h, cache):
             S[hh] += np.outer(kt, delta)
             out[t, hh] = qt @ S[hh]
     o = _rms(out, L["norm"], m.eps) * _silu(z)
-    return o.reshape(T, nv * dv) @ L["out"].T
+    return qa(o.reshape(T, nv * dv)) @ L["out"].T
 
 
-def forward(m, tokens, cache):
+def forward(m, tokens, cache, qa=None):
+    """qa: rounding of every matmul input (model.int8_acts) or None."""
+    qa = qa or (lambda v: v)
     T = len(tokens)
     pos = np.arange(cache.n_past, cache.n_past + T)
     x = m.tok_embd[np.asarray(tokens)].copy()
     for il, L in enumerate(m.layers):
         h = _rms(x, L["attn_norm"], m.eps)
         if m.kinds[il] == "full":
-            x = x + _full_attention(m, L, il, h, pos, cache)
+            x = x + _full_attention(m, L, il, h, pos, cache, qa)
         else:
-            x = x + _linear_attention(m, L, il, h, cache)
-        h = _rms(x, L["ffn_norm"], m.eps)
-        x = x + (_silu(h @ L["gate"].T) * (h @ L["up"].T)) @ L["down"].T
+            x = x + _linear_attention(m, L, il, h, cache, qa)
+        h = qa(_rms(x, L["ffn_norm"], m.eps))
+        x = x + qa(_silu(h @ L["gate"].T) * (h @ L["up"].T)) @ L["down"].T
     cache.n_past += T
-    return _rms(x, m.out_norm, m.eps) @ m.output.T
+    return qa(_rms(x, m.out_norm, m.eps)) @ m.output.T

@@ -309,7 +309,7 @@ def forward(m, tokens, cache=None):
     if tokens.min() < 0 or tokens.max() >= m.n_vocab:
         raise ValueError(f"token id out of range [0, {m.n_vocab})")
     if m.hybrid:
-        return hybrid.forward(m, tokens, cache)
+        return hybrid.forward(m, tokens, cache, int8_acts if getattr(m, "int8_acts", False) else None)
     T = tokens.size
     p0 = cache.n_past
     pos = np.arange(p0, p0 + T)

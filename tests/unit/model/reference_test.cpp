@@ -104,6 +104,36 @@ std::vector<Case> all_cases() {
       cases.push_back({tiny + "_mlx" + std::to_string(bits) + "g" + std::to_string(group), m, 1e-3, true});
     }
   }
+  // Hybrid Gated-DeltaNet models: 3 linear-attention layers + 1 gated attention layer. The
+  // 40-token prefill takes the chunked delta rule, decode the recurrence. GGUF qwen3_5 files tile
+  // the value heads (2 key / 4 value heads here), qwen3_next files keep the grouped qkvz layout.
+  // Float weights: as the dense models (measured 2e-6 .. 6e-6). Quantized weights: the gated
+  // RMSNorm rescales each value head's delta-rule output, whose rms drops to ~2e-4 on these random
+  // weights (cancellation in S^T q), so the ~1e-2 int8 rounding of the activations is amplified
+  // (measured 0.18 .. 0.63 against the plain reference; Q8_0 weight rounding alone moves the
+  // reference itself by 0.13). These are checked against the reference with the same int8
+  // activation rounding (int8_ref), as qwen3_moe: measured 2e-7 .. 6e-7, except where an f32
+  // difference of the chunked prefill flips one int8 code of a matmul input, which the gated norm
+  // of the later layers amplifies (measured 7e-3 once); 2e-2 stays 10x below unmatched rounding.
+  for (const char* preset : {"tiny-qwen3-next", "tiny-qwen3-5"}) {
+    for (DType type : {DType::kF32, DType::kF16, DType::kQ8_0, DType::kQ4_0}) {
+      TestModelSpec s = spec_of(preset);
+      s.format = TestModelFormat::kGguf;
+      s.gguf_type = type;
+      const bool quantized = type == DType::kQ8_0 || type == DType::kQ4_0;
+      cases.push_back({std::string(preset) + "_gguf_" + std::string(dtype_name(type)), s, quantized ? 2e-2 : 1e-4,
+                       quantized});
+    }
+    TestModelSpec st = spec_of(preset);
+    st.format = TestModelFormat::kSafetensors;
+    st.use_layer_types = true;  // config.json layer_types instead of full_attention_interval
+    cases.push_back({std::string(preset) + "_st_F32", st, 1e-4});
+    TestModelSpec mixed = st;   // MLX mixed bits: 4-bit model, 8-bit linear-attention projections
+    mixed.use_layer_types = false;
+    mixed.mlx_bits = 4;
+    mixed.mlx_linear_bits = 8;
+    cases.push_back({std::string(preset) + "_mlx4_linear8", mixed, 2e-2, true});
+  }
   return cases;
 }
 
