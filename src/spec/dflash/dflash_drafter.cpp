@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "formats/quant/quantize.h"
 #include "model/model.h"
 #include "model/weights.h"
 
@@ -103,6 +104,28 @@ class DFlashSource final : public DrafterSource {
   ThreadPool* pool_ = nullptr;
 };
 
+// A Q8_0 copy of a float output head for drafting: the pass reads a quarter of the bytes, and a
+// proposal that flips its argmax only costs acceptance (verification is exact). Quantized heads
+// and widths that are not a multiple of 32 are kept as they are (empty result).
+Result<PackedWeights> quantize_head_q8(const PackedWeights& h, IsaLevel isa) {
+  const bool is_float = h.format() == WeightFormat::kF32 || h.format() == WeightFormat::kF16 ||
+                        h.format() == WeightFormat::kBF16;
+  if (!is_float || h.cols() % 32 != 0) return PackedWeights{};
+  const int64_t row_bytes = h.cols() / 32 * 34;
+  std::vector<uint8_t> q(static_cast<size_t>(h.rows() * row_bytes));
+  std::vector<float> row(static_cast<size_t>(h.cols()));
+  for (int64_t r = 0; r < h.rows(); ++r) {
+    dequantize_packed_row(h, r, row.data());
+    quant::quantize_row(DType::kQ8_0, row.data(), q.data() + r * row_bytes, h.cols());
+  }
+  SPLASH_TRY(PackedWeights packed, pack_weights(DType::kQ8_0, q.data(), h.rows(), h.cols(), isa, "dflash head (Q8_0)"));
+  if (!packed.owns_data()) {
+    // Below AVX2 the Q8_0 matrix would view `q`, which dies here: keep the float head instead.
+    return PackedWeights{};
+  }
+  return packed;
+}
+
 }  // namespace
 
 Result<std::unique_ptr<DrafterSource>> make_dflash_source(const std::string& dir, const ModelFiles& target_files,
@@ -121,6 +144,11 @@ Result<std::unique_ptr<DrafterSource>> make_dflash_source(const std::string& dir
   PackedWeights head;
   if (!tc.tie_embeddings) {
     SPLASH_TRY(head, loader.matrix("lm_head.weight", tc.n_vocab, tc.n_embd));
+  }
+  if (options.quantize_head) {
+    const PackedWeights& h = head.rows() > 0 ? head : embed;
+    SPLASH_TRY(PackedWeights q8, quantize_head_q8(h, options.isa));
+    if (q8.rows() > 0) head = std::move(q8);
   }
   auto shared = std::make_shared<const DFlashModel>(std::move(model));
   return std::unique_ptr<DrafterSource>(
