@@ -4,6 +4,8 @@
 #include <limits>
 
 #include "core/check.h"
+#include "spec/spec_sequence.h"
+#include "spec/verify.h"
 
 namespace splash {
 
@@ -30,8 +32,10 @@ Result<std::unique_ptr<Lane>> Lane::create(uint64_t id, EngineRequest request, E
   if (!sampler.ok()) return make_error("submit: ", sampler.error_message());
   auto stops = StopMatcher::create(request.stop);
   if (!stops.ok()) return make_error("submit: ", stops.error_message());
-  return std::unique_ptr<Lane>(new Lane(id, std::move(request), std::move(callback), tokenizer,
-                                        std::move(*sampler), std::move(*stops), max_context));
+  std::unique_ptr<Lane> lane(new Lane(id, std::move(request), std::move(callback), tokenizer, std::move(*sampler),
+                                      std::move(*stops), max_context));
+  lane->n_vocab_ = n_vocab;
+  return lane;
 }
 
 Lane::Lane(uint64_t id, EngineRequest request, EngineCallback callback, const Tokenizer& tokenizer, Sampler sampler,
@@ -62,7 +66,7 @@ void Lane::after_prefill_chunk(EngineClock::time_point now) {
   EngineEvent e;
   e.kind = EngineEvent::kProgress;
   e.total = n_prompt();
-  e.cache = 0;
+  e.cache = cached_tokens_;
   e.processed = std::min(kv_len(), n_prompt());
   e.time_ms = ms_between(admitted_, now);
   callback_(e);
@@ -78,13 +82,43 @@ void Lane::emit_text(std::string text) {
   callback_(e);
 }
 
-Lane::Step Lane::on_logits(std::span<float> logits, EngineClock::time_point now) {
+void Lane::plan_block(int max_proposals) {
+  block_.assign(1, ctx_.back());
+  if (!drafter_ || max_proposals <= 0) return;
+  // The block's last position must stay inside the context, and proposals past max_tokens are waste.
+  const int64_t room = std::min<int64_t>({max_proposals, request_.max_tokens - n_generated_ - 1,
+                                          max_context_ - kv_len() - 1});
+  if (room <= 0) return;
+  auto proposals = drafter_->propose(static_cast<int>(room));
+  if (!proposals.ok()) return;  // a drafter failure costs speed, never the request
+  for (int32_t t : *proposals) {
+    if (static_cast<int64_t>(block_.size()) > room || t < 0 || t >= n_vocab_) break;
+    block_.push_back(t);
+  }
+}
+
+Status Lane::sync_drafter(const ForwardOutput& out, size_t run, int64_t first_row, int64_t n_rows, int64_t position) {
+  if (!drafter_) return {};
+  DraftObservation obs;
+  obs.tokens = std::span<const int32_t>(ctx_).subspan(static_cast<size_t>(n_observed_));
+  if (n_rows > 0 && !out.hidden.empty()) {
+    gather_hidden_rows(out, run, first_row, n_rows, hidden_rows_);
+    obs.hidden = hidden_rows_.data();
+    obs.n_hidden_rows = n_rows;
+    obs.hidden_position = position;
+    obs.hidden_width = static_cast<int64_t>(hidden_rows_.size()) / n_rows;
+  }
+  n_observed_ = static_cast<int64_t>(ctx_.size());
+  return drafter_->observe(obs);
+}
+
+Lane::Step Lane::on_logits(std::span<float> logits, EngineClock::time_point now, int32_t proposal) {
   Step step;
   if (request_.ignore_eos) {
     for (int32_t id : tokenizer_->eog_ids())
       if (id >= 0 && static_cast<size_t>(id) < logits.size()) logits[static_cast<size_t>(id)] = -std::numeric_limits<float>::infinity();
   }
-  auto sampled = sampler_.sample(logits);
+  auto sampled = verify_row(sampler_, logits, proposal);
   if (!sampled.ok()) {
     step.finish = FinishReason::kError;
     step.error = sampled.error_message();
@@ -125,6 +159,17 @@ Lane::Step Lane::on_logits(std::span<float> logits, EngineClock::time_point now)
 void Lane::preempt(KvPagePool& pool) {
   release_sequence(pool, seq_);
   recomputing_ = sampled_any_;
+  needs_lookup_ = true;
+}
+
+void Lane::adopt_prefix(PrefixMatch match) {
+  SPLASH_CHECK(seq_.kv.pages.empty() && match.n_tokens < static_cast<int64_t>(ctx_.size()));
+  seq_.kv = std::move(match.kv);
+  seq_.recurrent = std::move(match.recurrent);
+  resumed_at_ = match.n_tokens;
+  needs_lookup_ = false;
+  if (!looked_up_once_) cached_tokens_ = std::min(match.n_tokens, n_prompt());
+  looked_up_once_ = true;
 }
 
 Lane::Done Lane::finish(FinishReason reason, std::string error, EngineClock::time_point now) {
@@ -143,7 +188,7 @@ Lane::Done Lane::finish(FinishReason reason, std::string error, EngineClock::tim
   e.finish = reason;
   e.error = std::move(error);
   e.prompt_tokens = n_prompt();
-  e.cached_tokens = 0;
+  e.cached_tokens = cached_tokens_;
   e.completion_tokens = n_generated_;
   if (sampled_any_) {
     e.prompt_ms = ms_between(admitted_, first_token_);

@@ -24,6 +24,7 @@
 #include "model/model.h"
 #include "sampling/sampler.h"
 #include "sampling/stop_matcher.h"
+#include "spec/drafter.h"
 #include "tokenizer/detokenizer.h"
 
 namespace splash {
@@ -57,6 +58,16 @@ class Lane {
   // Positions the whole ctx would need, and would reach once the request runs to its end.
   int64_t max_positions() const { return max_positions_; }
 
+  // --- prefix cache
+  std::span<const int32_t> ctx() const { return ctx_; }
+  BlockChain& cache_chain() { return chain_; }
+  // Before its first prefill chunk (and again after preempt) the lane looks its ctx up in the cache.
+  bool needs_lookup() const { return needs_lookup_; }
+  // Starts the KV from a lookup (n_tokens may be 0); the first one sets cached_tokens().
+  void adopt_prefix(PrefixMatch match);
+  int64_t cached_tokens() const { return cached_tokens_; }
+  int64_t resumed_at() const { return resumed_at_; }  // where the current prefill started
+
   // --- timing
   void set_admitted(EngineClock::time_point t) { admitted_ = t; }
   EngineClock::time_point submitted() const { return submitted_; }
@@ -65,6 +76,20 @@ class Lane {
   // After every prefill chunk (the last one before on_logits): a kProgress event when asked for and
   // this is the first prefill (not a recomputation).
   void after_prefill_chunk(EngineClock::time_point now);
+
+  // --- speculative decoding (spec/): the lane's drafter sees committed tokens only
+  void set_drafter(std::unique_ptr<Drafter> drafter) { drafter_ = std::move(drafter); }
+  Drafter* drafter() const { return drafter_.get(); }
+  // A decoding lane's next input: [last token, proposals...]. plan_block() asks the drafter for up to
+  // max_proposals, fewer near max_tokens or the context limit (plain decoding: just the last token).
+  void plan_block(int max_proposals);
+  void drop_proposals() { block_.resize(1); }
+  std::span<const int32_t> block() const { return block_; }
+  int64_t n_proposals() const { return static_cast<int64_t>(block_.size()) - 1; }
+  std::vector<float>& recurrent_snapshot() { return snapshot_; }
+  // Hands the drafter the ctx tokens it has not seen and `n_rows` hidden rows of run `run` of `out`
+  // (from its row `first_row`, at sequence position `position`).
+  Status sync_drafter(const ForwardOutput& out, size_t run, int64_t first_row, int64_t n_rows, int64_t position);
 
   // What one sampled token did, for the engine's metrics.
   struct Step {
@@ -76,7 +101,10 @@ class Lane {
   };
   // The logits after the lane's last fed token: samples, streams kText, and says whether the request
   // is finished (the caller then calls finish()). `logits` [n_vocab] is modified (penalties, masks).
-  Step on_logits(std::span<float> logits, EngineClock::time_point now);
+  // With a `proposal` (a drafted token for this row, speculative verification: spec/verify.h) the
+  // token is drawn so that it equals the proposal exactly as often as the target allows; the caller
+  // reads ctx().back() to see whether it was accepted.
+  Step on_logits(std::span<float> logits, EngineClock::time_point now, int32_t proposal = -1);
 
   // Gives the KV pages back; the lane will prefill its ctx again.
   void preempt(KvPagePool& pool);
@@ -112,6 +140,17 @@ class Lane {
   int64_t n_generated_ = 0;
   bool sampled_any_ = false;
   bool recomputing_ = false;
+  bool needs_lookup_ = true;
+  bool looked_up_once_ = false;
+  int64_t cached_tokens_ = 0;
+  int64_t resumed_at_ = 0;
+  BlockChain chain_;  // block keys of ctx_, kept across chunks
+  std::unique_ptr<Drafter> drafter_;  // null: plain decoding
+  std::vector<int32_t> block_;        // [1 + n_proposals] the next decode input
+  std::vector<float> snapshot_;       // recurrent state before a verify pass (hybrid models)
+  std::vector<float> hidden_rows_;    // scratch for sync_drafter
+  int64_t n_observed_ = 0;            // ctx_ tokens the drafter has seen
+  int64_t n_vocab_ = 0;
 
   EngineClock::time_point submitted_, admitted_, first_token_, last_token_;
 };

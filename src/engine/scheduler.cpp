@@ -50,6 +50,8 @@ Result<std::unique_ptr<Engine>> Engine::create(const Model& model, const Tokeniz
   if (options.chunk_tokens < 0) return make_error("engine: chunk_tokens = ", options.chunk_tokens, " is negative");
   const int64_t chunk = options.chunk_tokens > 0 ? options.chunk_tokens : model.options().chunk_tokens;
   if (chunk < 1) return make_error("engine: the prefill chunk (", chunk, " tokens) must be >= 1");
+  if (options.drafter && (options.spec_block < 1 || options.spec_block > 32))
+    return make_error("engine: spec_block = ", options.spec_block, " is outside [1, 32]");
 
   int64_t n_pages = options.kv_pages;
   if (n_pages == 0) {
@@ -94,6 +96,26 @@ EngineImpl::EngineImpl(const Model& model, const Tokenizer& tokenizer, const Eng
   status_.kv.pages_free = kv_.kv_pages_free();
   status_.kv.allocated_bytes = kv_.kv_bytes_total();
   status_.kv.page_bytes = kv_.page_bytes();
+  if (options_.drafter && options_.spec_block > 1) {
+    // Every pass returns the hidden rows the drafter conditions on (DFlash; empty for the others).
+    fwd_.hidden_layers = options_.drafter->make()->hidden_layers();
+    metrics_.draft_method = std::string(options_.drafter->method());
+  }
+  if (options_.prefix_cache) {
+    const ModelConfig& c = model_.config();
+    PrefixCacheOptions co;
+    co.namespace_description = make_cache_namespace(
+        c.architecture,
+        str_cat("vocab=", c.n_vocab, ",embd=", c.n_embd, ",layers=", c.n_layer, ",heads=", c.n_head, ",kv_heads=",
+                c.n_head_kv, ",head_dim=", c.head_dim, ",ff=", c.n_ff, ",experts=", c.n_expert, ",rope=", c.rope_theta,
+                ",linear_layers=", c.layer_kinds.size()),
+        options_.cache_identity, kv_.config());
+    co.recurrent_floats = model_.recurrent_state_floats();
+    co.max_checkpoint_bytes = options_.max_checkpoint_bytes;
+    co.disk = options_.cache_store;
+    cache_ = std::make_unique<PrefixCache>(kv_, std::move(co));
+    status_.cache_enabled = true;
+  }
 }
 
 Result<uint64_t> EngineImpl::submit(EngineRequest request, EngineCallback callback) {
@@ -198,11 +220,22 @@ void EngineImpl::drain() {
     queue_.pop_front();
     end_lane(std::move(lane), FinishReason::kCancelled, "", now);
   }
+  // Clean stop with a persistent SSD cache (spec 5.6): the cached pages go to disk (least recently
+  // used first, a few at a time so the store's bounded queue takes them all) so that the next start
+  // takes them back; for at most 6 s.
+  if (cache_ && options_.cache_store != nullptr && options_.cache_store->persistent()) {
+    const auto until = EngineClock::now() + std::chrono::seconds(6);
+    while (EngineClock::now() < until && cache_->evict(4) > 0) options_.cache_store->flush();
+    options_.cache_store->flush();
+  }
   publish_and_deliver();
 }
 
 void EngineImpl::end_lane(std::unique_ptr<Lane> lane, FinishReason reason, std::string error,
                           EngineClock::time_point now) {
+  // The prompt and the committed generated tokens stay cached for a follow-up turn (an error may
+  // have left the last forward half done: nothing of it is kept).
+  if (reason != FinishReason::kError) cache_publish(*lane);
   lane->release(kv_);
   switch (reason) {
     case FinishReason::kStop:
@@ -240,8 +273,10 @@ void EngineImpl::publish_and_deliver() {
     s.scheduler.decoding = 0;
     for (const auto& lane : lanes_) ++(lane->decoding() ? s.scheduler.decoding : s.scheduler.prefilling);
     s.active_lanes = static_cast<int64_t>(lanes_.size());
-    s.kv.pages_active = kv_.kv_pages_used();
+    s.kv.pages_cache = cache_ ? cache_->pages_exclusive() : 0;
+    s.kv.pages_active = kv_.kv_pages_used() - s.kv.pages_cache;
     s.kv.pages_free = kv_.kv_pages_free();
+    if (cache_) s.cache = cache_->stats();
     s.metrics = metrics_;
   }
   log_ = TickLog{};

@@ -31,10 +31,12 @@
 #include <vector>
 
 #include "backend/cpu/attention_kv.h"
+#include "cache/prefix_cache.h"
 #include "core/result.h"
 #include "engine/engine_metrics.h"
 #include "model/model.h"
 #include "sampling/sampling_params.h"
+#include "spec/drafter.h"
 #include "tokenizer/tokenizer.h"
 
 namespace splash {
@@ -48,6 +50,9 @@ struct EngineRequest {
   // llama.cpp does), so the request runs to max_tokens, a stop string or the context limit.
   bool ignore_eos = false;
   bool want_progress = false;   // kProgress events after each prefill chunk
+  // Publish this request's KV pages (prompt and generated tokens) into the prefix cache for later
+  // requests; false = read the cache but write nothing (spec 2.4 cache_prompt).
+  bool cache_prompt = true;
   std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
 };
 
@@ -63,8 +68,8 @@ const char* finish_reason_name(FinishReason r);  // "stop", "length", "context",
 
 struct EngineEvent {
   enum Kind : uint8_t { kProgress, kText, kDone } kind = kText;
-  // kProgress (spec 2.6 prompt_progress): prompt tokens, initially cached (0 until the prefix cache
-  // exists), processed so far including cached, ms since the request got its lane.
+  // kProgress (spec 2.6 prompt_progress): prompt tokens, initially cached (reused from the prefix
+  // cache), processed so far including cached, ms since the request got its lane.
   int64_t total = 0, cache = 0, processed = 0;
   double time_ms = 0;
   // kText: a piece that never ends inside a UTF-8 character and never holds part of a stop string,
@@ -75,7 +80,7 @@ struct EngineEvent {
   // kDone
   FinishReason finish = FinishReason::kStop;
   std::string error;  // kError: what failed
-  int64_t prompt_tokens = 0, cached_tokens = 0, completion_tokens = 0;
+  int64_t prompt_tokens = 0, cached_tokens = 0, completion_tokens = 0;  // cached: reused prompt tokens
   double prompt_ms = 0;     // lane admission to the first sampled token (spec timings.prompt_ms)
   double predicted_ms = 0;  // first sampled token to the end (spec timings.predicted_ms)
 };
@@ -95,6 +100,20 @@ struct EngineOptions {
   // Put the prefill chunk into the same forward as the decode rows (true), or run prefill chunks
   // and decode batches in alternate ticks (false). Measured in docs/SERVER.md; mixing is the default.
   bool mix_prefill = true;
+  // The prefix cache (cache/prefix_cache.h): requests reuse the KV of the longest cached prefix of
+  // their prompt; finished and preempted requests leave their pages in it until the pool needs them.
+  bool prefix_cache = true;
+  // Identity of the weights for the cache namespace (e.g. the model file's size and mtime): a cache
+  // shared across restarts or processes must not mix two files of one architecture.
+  std::string cache_identity;
+  BlockStore* cache_store = nullptr;  // the disk tier (not owned, outlives the engine); nullptr = RAM only
+  int64_t max_checkpoint_bytes = int64_t{1} << 30;  // RAM for recurrent-state checkpoints (hybrid models)
+  // Speculative decoding (spec/, spec 6): every decoding lane gets a Drafter from this source and
+  // feeds [last token, up to spec_block - 1 proposals] in the same batched forward as the other
+  // lanes; the target verifies them (greedy output = plain decoding's, sampling distribution exact).
+  // nullptr or spec_block < 2 = plain decoding. Not owned; must outlive the engine.
+  const DrafterSource* drafter = nullptr;
+  int spec_block = 8;
 };
 
 struct EngineStatus {
@@ -109,6 +128,8 @@ struct EngineStatus {
     std::vector<int64_t> decode_batches_by_width;  // [lanes]: [w - 1] = decode batches of w rows (b1..b4)
     int64_t preemptions = 0;        // lanes that gave their pages back to let older lanes grow
   } scheduler;
+  PrefixCacheStats cache;   // prefix cache counters (all zero when it is off)
+  bool cache_enabled = false;
   struct Requests {
     int64_t submitted = 0;  // accepted by submit()
     int64_t completed = 0;  // kStop, kLength, kContext
@@ -119,6 +140,7 @@ struct EngineStatus {
   struct Kv {
     int64_t pages_allocated = 0;  // pool size
     int64_t pages_active = 0;     // held by lanes
+    int64_t pages_cache = 0;      // held by the prefix cache alone (reclaimable)
     int64_t pages_free = 0;
     int64_t allocated_bytes = 0;  // pool memory
     int64_t page_bytes = 0;
@@ -132,6 +154,11 @@ struct EngineStatus {
     int64_t prefill_tokens = 0, decode_tokens = 0;
     double prefill_ms = 0, decode_ms = 0;    // wall time of forwards that carried prefill / decode rows
     double prefill_tok_s = 0, decode_tok_s = 0;  // tokens / those wall times (mixed passes count for both)
+    // Speculative decoding (spec 3 metrics names): proposals verified, accepted, their ratio, and the
+    // mean tokens committed per verify step of a lane (accepted + the target's own token).
+    std::string draft_method;  // "lookup", "draft", "dflash", "mtp"; empty when off
+    int64_t drafted_tokens = 0, accepted_draft_tokens = 0, verify_steps = 0;
+    double draft_acceptance_rate = 0, mean_accepted_length = 0;
   } metrics;
 };
 

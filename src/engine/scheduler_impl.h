@@ -44,6 +44,12 @@ class EngineImpl {
   // Preempts the youngest lane holding pages other than `keep`; false if there is none.
   bool preempt_youngest(const Lane* keep);
   int64_t pages_needed(const Lane& lane, int64_t n_new) const;
+  // Evicts cached pages until `n` pages are free (or nothing more can go); the pool's free count.
+  int64_t reclaim(int64_t n);
+  // Prefix cache: the lane's KV starts from the longest cached prefix of its ctx (leaving >= 1 token).
+  void cache_lookup(Lane& lane);
+  // Prefix cache: the lane's whole pages (and a checkpoint when it stands on one) go into the index.
+  void cache_publish(Lane& lane);
   // Publishes counters and delivers the queued kDone events (callbacks run without the lock).
   void publish_and_deliver();
 
@@ -69,6 +75,7 @@ class EngineImpl {
 
   // --- engine thread only
   KvPagePool kv_;
+  std::unique_ptr<PrefixCache> cache_;        // null when options_.prefix_cache is off; before kv_ dies
   std::deque<std::unique_ptr<Lane>> queue_;   // waiting for a lane, FIFO
   std::vector<std::unique_ptr<Lane>> lanes_;  // running, oldest first
   std::vector<Lane::Done> done_;              // kDone events to deliver after publishing

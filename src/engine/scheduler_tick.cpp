@@ -5,19 +5,53 @@
 #include <algorithm>
 
 #include "engine/scheduler_impl.h"
+#include "spec/spec_sequence.h"
 
 namespace splash {
 
 int64_t EngineImpl::pages_needed(const Lane& lane, int64_t n_new) const {
-  const int64_t have = static_cast<int64_t>(lane.seq().kv.pages.size());
+  const KvPageTable& t = lane.seq().kv;
+  const int64_t have = static_cast<int64_t>(t.pages.size());
   const int64_t want = (lane.kv_len() + n_new + kKvPageTokens - 1) / kKvPageTokens;
-  return std::max<int64_t>(0, want - have);
+  // Appending into a shared, partially filled last page copies it first (one more page).
+  const bool cow = n_new > 0 && t.n_tokens % kKvPageTokens != 0 && kv_.refcount(t.pages.back()) > 1;
+  return std::max<int64_t>(0, want - have) + (cow ? 1 : 0);
+}
+
+int64_t EngineImpl::reclaim(int64_t n) {
+  if (cache_ && kv_.kv_pages_free() < n) cache_->evict(n - kv_.kv_pages_free());
+  return kv_.kv_pages_free();
+}
+
+void EngineImpl::cache_lookup(Lane& lane) {
+  if (!cache_) {
+    lane.adopt_prefix({});
+    return;
+  }
+  const auto ctx = lane.ctx();
+  lane.adopt_prefix(cache_->lookup(ctx, static_cast<int64_t>(ctx.size()) - 1));
+}
+
+void EngineImpl::cache_publish(Lane& lane) {
+  if (!cache_ || !lane.request().cache_prompt || lane.kv_len() < kKvPageTokens) return;
+  cache_->publish(lane.ctx(), lane.seq().kv, lane.cache_chain());
+  if (!cache_->has_checkpoint_group() || lane.seq().recurrent.empty()) return;
+  // Prefill stops at checkpoint boundaries (see the chunk size below); this is one of them when the
+  // previous position's plan lands here.
+  const int64_t replay = (lane.n_prompt() - 1) / kKvPageTokens * kKvPageTokens;
+  const int64_t at = lane.kv_len();
+  if (at % kKvPageTokens != 0 || at > replay) return;
+  const bool rolling = at != replay;
+  if (rolling && cache_->next_checkpoint(lane.resumed_at(), at - 1, lane.n_prompt()) != at) return;
+  cache_->publish_checkpoint(lane.ctx(), at, lane.seq().recurrent, lane.cache_chain(), rolling);
 }
 
 bool EngineImpl::preempt_youngest(const Lane* keep) {
   for (size_t i = lanes_.size(); i-- > 0;) {
     Lane* lane = lanes_[i].get();
     if (lane == keep || lane->seq().kv.pages.empty()) continue;
+    // Its pages stay cached (until the pool needs them): the recomputation may find them again.
+    cache_publish(*lane);
     lane->preempt(kv_);
     ++sched_.preemptions;
     return true;
@@ -58,14 +92,30 @@ void EngineImpl::tick(std::vector<uint64_t> cancels) {
   // --- admission, FIFO
   while (static_cast<int>(lanes_.size()) < options_.lanes && !queue_.empty()) {
     queue_.front()->set_admitted(now);
+    if (options_.drafter && options_.spec_block > 1 && !queue_.front()->drafter())
+      queue_.front()->set_drafter(options_.drafter->make());
     lanes_.push_back(std::move(queue_.front()));
     queue_.pop_front();
   }
   waiting_resources_ = 0;
   if (lanes_.empty()) return;
 
+  // --- prefix cache: the lane whose prompt runs next starts from the longest cached prefix (a copied
+  // partial page may take a page, so this comes before the decode rows reserve theirs).
+  for (auto& lane : lanes_)
+    if (lane->prefilling()) {
+      if (lane->needs_lookup()) cache_lookup(*lane);
+      break;
+    }
+
   // --- KV pages for the decode rows: every decoding lane grows by one position. When the pool cannot
   // give them, the youngest lane holding pages gives its pages back (it recomputes them later).
+  // Speculative decoding: a decoding lane's rows are [last token, proposals...] (drafted once a tick);
+  // when the pool is short, proposals go before any lane gives its pages back.
+  const int max_proposals = options_.drafter ? options_.spec_block - 1 : 0;
+  for (auto& lane : lanes_)
+    if (lane->decoding()) lane->plan_block(max_proposals);
+  bool proposals_dropped = false;
   std::vector<Lane*> decoders;
   int64_t decode_need = 0;
   for (;;) {
@@ -74,9 +124,14 @@ void EngineImpl::tick(std::vector<uint64_t> cancels) {
     for (auto& lane : lanes_)
       if (lane->decoding()) {
         decoders.push_back(lane.get());
-        decode_need += pages_needed(*lane, 1);
+        decode_need += pages_needed(*lane, static_cast<int64_t>(lane->block().size()));
       }
-    if (decode_need <= kv_.kv_pages_free()) break;
+    if (decode_need <= reclaim(decode_need)) break;
+    if (!proposals_dropped) {
+      for (Lane* d : decoders) d->drop_proposals();
+      proposals_dropped = true;
+      continue;
+    }
     if (!preempt_youngest(decoders.front())) {
       // Only the oldest decoder holds pages and still cannot grow: it cannot fit even alone.
       for (size_t i = 0; i < lanes_.size(); ++i)
@@ -99,7 +154,8 @@ void EngineImpl::tick(std::vector<uint64_t> cancels) {
       prefill = lane.get();
       break;
     }
-  bool run_prefill = prefill != nullptr;
+  // A prefill lane preempted by the decode rows above looks the cache up again next tick.
+  bool run_prefill = prefill != nullptr && !prefill->needs_lookup();
   bool run_decode = !decoders.empty();
   if (!options_.mix_prefill && run_prefill && run_decode) {
     // Alternating mode: decode-only and prefill-only passes take turns.
@@ -108,11 +164,24 @@ void EngineImpl::tick(std::vector<uint64_t> cancels) {
   }
   int64_t n_chunk = 0;
   if (run_prefill) {
+    // Checkpoint group: the chunk ends where a snapshot of the recurrent state is due.
+    int64_t chunk = chunk_;
+    if (cache_ && cache_->has_checkpoint_group() && prefill->request().cache_prompt) {
+      const int64_t at = cache_->next_checkpoint(prefill->resumed_at(), prefill->kv_len(), prefill->n_prompt());
+      if (at > prefill->kv_len()) chunk = std::min(chunk, at - prefill->kv_len());
+    }
     for (;;) {
       const int64_t reserve = run_decode ? decode_need + static_cast<int64_t>(decoders.size()) : 0;
-      const int64_t spare_pages = std::max<int64_t>(0, kv_.kv_pages_free() - reserve);
-      const int64_t slack = static_cast<int64_t>(prefill->seq().kv.pages.size()) * kKvPageTokens - prefill->kv_len();
-      n_chunk = std::min({chunk_, prefill->to_feed(), slack + spare_pages * kKvPageTokens});
+      const int64_t want = std::min(chunk, prefill->to_feed());
+      int64_t spare_pages = std::max<int64_t>(0, reclaim(reserve + pages_needed(*prefill, want)) - reserve);
+      const KvPageTable& t = prefill->seq().kv;
+      int64_t slack = static_cast<int64_t>(t.pages.size()) * kKvPageTokens - t.n_tokens;
+      if (slack > 0 && kv_.refcount(t.pages.back()) > 1) {
+        // A shared partial last page (after a rollback) is copied before the first write: one page.
+        if (spare_pages > 0) --spare_pages;
+        else slack = 0;
+      }
+      n_chunk = std::min({want, slack + spare_pages * kKvPageTokens});
       if (n_chunk > 0 || !decoders.empty()) break;  // with decoders, the prompt just waits this tick
       // Nothing can run: pages are held by lanes that are not running. Take them back, youngest first.
       if (!preempt_youngest(prefill)) {
@@ -138,7 +207,9 @@ void EngineImpl::tick(std::vector<uint64_t> cancels) {
   std::vector<Lane*> run_lanes;
   if (run_decode)
     for (Lane* d : decoders) {
-      runs.push_back({&d->seq(), d->feed(1), LogitRows::kLast});
+      const bool verify = d->n_proposals() > 0;
+      if (verify && model_.recurrent_state_floats() > 0) d->recurrent_snapshot() = d->seq().recurrent;
+      runs.push_back({&d->seq(), d->block(), verify ? LogitRows::kAll : LogitRows::kLast});
       run_lanes.push_back(d);
     }
   const size_t n_decode = runs.size();
@@ -185,14 +256,54 @@ void EngineImpl::tick(std::vector<uint64_t> cancels) {
   std::vector<std::pair<Lane*, Lane::Step>> finished;
   for (size_t r = 0; r < runs.size(); ++r) {
     Lane* lane = run_lanes[r];
-    if (r >= n_decode) lane->after_prefill_chunk(now);
-    if (runs[r].logits != LogitRows::kLast) continue;
-    float* row = out->logits.data() + (out->logits_offset[r + 1] - 1) * out->n_vocab;
-    Lane::Step step = lane->on_logits({row, static_cast<size_t>(out->n_vocab)}, now);
-    if (step.first_token) log_.ttft_ms.push_back(step.ttft_ms);
-    if (step.itl_ms >= 0) log_.itl_ms.push_back(step.itl_ms);
-    if (step.finish) finished.emplace_back(lane, std::move(step));
+    const int64_t n_fed = static_cast<int64_t>(runs[r].tokens.size());
+    const int64_t fed_at = lane->kv_len() - n_fed;  // position of the run's first token
+    if (r >= n_decode) {
+      cache_publish(*lane);  // whole pages as they complete: a request right behind reuses them
+      lane->after_prefill_chunk(now);
+    }
+    // Rows in order; a verify run goes on while the committed token is the proposal (spec/verify.h).
+    const int64_t k = r < n_decode ? lane->n_proposals() : 0;
+    int64_t n_accepted = 0;
+    bool lane_finished = false;
+    for (int64_t i = 0; i <= k && runs[r].logits != LogitRows::kNone; ++i) {
+      float* row = out->logits.data() + (k > 0 ? out->logits_offset[r] + i : out->logits_offset[r + 1] - 1) * out->n_vocab;
+      const int32_t proposal = i < k ? lane->block()[static_cast<size_t>(i + 1)] : -1;
+      Lane::Step step = lane->on_logits({row, static_cast<size_t>(out->n_vocab)}, now, proposal);
+      if (step.first_token) log_.ttft_ms.push_back(step.ttft_ms);
+      if (step.itl_ms >= 0) log_.itl_ms.push_back(step.itl_ms);
+      if (step.finish) {
+        finished.emplace_back(lane, std::move(step));
+        lane_finished = true;
+        break;
+      }
+      if (i == k || lane->ctx().back() != proposal) break;
+      ++n_accepted;
+    }
+    if (k > 0) {
+      // Rejected proposals leave the KV (and the recurrent state) before anything can publish it.
+      Status st = rollback_verify(model_, kv_, threads_, lane->seq(), lane->block(), n_accepted + 1, lane->recurrent_snapshot());
+      metrics_.drafted_tokens += k;
+      metrics_.accepted_draft_tokens += n_accepted;
+      metrics_.decode_tokens += n_accepted;
+      ++metrics_.verify_steps;
+      if (!st.ok() && !lane_finished) {
+        finished.emplace_back(lane, Lane::Step{});
+        finished.back().second.finish = FinishReason::kError;
+        finished.back().second.error = str_cat("engine_failed: ", st.error_message());
+        lane_finished = true;
+      }
+    }
+    // The drafter sees the committed tokens (and the hidden rows of the fed ones it keeps).
+    if (!lane_finished) (void)lane->sync_drafter(*out, r, 0, r < n_decode ? n_accepted + 1 : n_fed, fed_at);
   }
+  if (metrics_.drafted_tokens > 0) {
+    metrics_.draft_acceptance_rate = static_cast<double>(metrics_.accepted_draft_tokens) / metrics_.drafted_tokens;
+    metrics_.mean_accepted_length =
+        static_cast<double>(metrics_.accepted_draft_tokens + metrics_.verify_steps) / metrics_.verify_steps;
+  }
+  if (n_decode > 0)
+    metrics_.decode_tok_s = metrics_.decode_ms > 0 ? metrics_.decode_tokens * 1000.0 / metrics_.decode_ms : 0;
   for (auto& [lane, step] : finished)
     for (size_t i = 0; i < lanes_.size(); ++i)
       if (lanes_[i].get() == lane) {
