@@ -142,6 +142,7 @@ def main():
                 check(nmse(x, f) < tol, f"{preset} gguf {t} vs f32: nmse {nmse(x, f):.2e} < {tol}")
 
         check_moe(a.tool, p)
+        check_hybrids(a.tool, p)
         check_tokenizers(a.tool, p)
     finally:
         if not a.keep:
@@ -194,6 +195,46 @@ def check_moe(tool, p):
             x = logits(qd)
             sane(f"{name} mlx {bits}-bit", x)
             check(nmse(x, ls) < tol, f"{name} mlx {bits}-bit g{group} vs f32: nmse {nmse(x, ls):.2e} < {tol}")
+
+
+def check_hybrids(tool, p):
+    """qwen3_next / qwen3_5: GGUF (llama.cpp names, 1 + w norms, A = -exp(A_log), qwen35 value heads
+    tiled) against safetensors of the same seed; layer_types == full_attention_interval; mixed MLX
+    bits; value-head tiling exercised (2 key heads, 4 value heads)."""
+    for preset in ("tiny-qwen3-next", "tiny-qwen3-5"):
+        base = ["--preset", preset, "--seed", "11"]
+        g = make(tool, p(preset + ".gguf"), *base, "--type", "f32")
+        s = make(tool, p(preset + "-f32"), *base, "--format", "safetensors")
+        lt = make(tool, p(preset + "-lt"), *base, "--format", "safetensors", "--layer-types")
+        lg, ls = logits(g), logits(s)
+        sane(f"{preset} gguf f32", lg)
+        sane(f"{preset} safetensors f32", ls)
+        e = rel_err(lg, ls)
+        check(e < 1e-5, f"{preset}: GGUF-F32 vs safetensors-F32 logits, max rel err {e:.2e} < 1e-5")
+        e = rel_err(logits(lt), ls)
+        check(e == 0.0, f"{preset}: config layer_types == full_attention_interval (max rel err {e:.2e})")
+        other = make(tool, p(preset + "-seed12.gguf"), "--preset", preset, "--seed", "12")
+        check(rel_err(logits(other), lg) > 1e-2, f"{preset}: another seed gives other logits")
+        qf = make(tool, p(preset + "-q8_0.gguf"), *base, "--type", "q8_0")
+        weights_close(f"{preset} gguf q8_0", "q8_0", qf, g)
+        sane(f"{preset} gguf q8_0", logits(qf))
+        md = make(tool, p(preset + "-mlx48"), *base, "--mlx-bits", "4", "--mlx-linear-bits", "8")
+        with open(os.path.join(md, "config.json")) as f:
+            q = json.load(f)["quantization"]
+        mixed = [k for k, v in q.items() if isinstance(v, dict) and v.get("bits") == 8]
+        check(len(mixed) > 0 and all(".linear_attn." in k for k in mixed),
+              f"{preset} mlx: {len(mixed)} linear-attention modules declared 8-bit in a 4-bit model")
+        sane(f"{preset} mlx 4/8-bit", logits(md))
+        # Per tensor: 8-bit accuracy for the linear-attention projections, 4-bit for the rest. (The
+        # logits are no measure here: 4-bit weights move these random hybrids' logits by nmse ~0.7,
+        # the gated norms amplifying small changes of the delta-rule output.)
+        qd, fd = readers.SafetensorsDir(md), readers.SafetensorsDir(s)
+        names = [n for n in fd.where if n.endswith(".weight") and len(fd.raw(n)[0].shape) == 2]
+        err = {n: nmse(qd.tensor(n), fd.tensor(n)) for n in names}
+        lin = max(e for n, e in err.items() if ".linear_attn." in n)
+        rest = [e for n, e in err.items() if ".linear_attn." not in n]
+        check(lin < WEIGHT_NMSE["mlx8"] and WEIGHT_NMSE["mlx8"] < max(rest) < WEIGHT_NMSE["mlx4"],
+              f"{preset} mlx 4/8-bit: linear-attention weight nmse {lin:.2e} (8-bit), others up to {max(rest):.2e} (4-bit)")
 
 
 def check_tokenizers(tool, p):
