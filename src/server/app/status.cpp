@@ -41,6 +41,22 @@ nlohmann::json memory_plan_json(const StatusSnapshot& s) {
 
 }  // namespace
 
+namespace {
+
+// Per speculative method: {"lookup": {drafted_tokens, ...}}; {} when speculation is off.
+nlohmann::json draft_methods_json(const EngineStatus::Metrics& m) {
+  nlohmann::json out = nlohmann::json::object();
+  if (m.draft_method.empty()) return out;
+  out[m.draft_method] = {{"drafted_tokens", m.drafted_tokens},
+                         {"accepted_draft_tokens", m.accepted_draft_tokens},
+                         {"draft_acceptance_rate", m.draft_acceptance_rate},
+                         {"verify_steps", m.verify_steps},
+                         {"mean_accepted_length", m.mean_accepted_length}};
+  return out;
+}
+
+}  // namespace
+
 nlohmann::json status_json(const StatusSnapshot& s) {
   const EngineStatus& e = s.engine;
   nlohmann::json by_width = nlohmann::json::object();
@@ -103,7 +119,13 @@ nlohmann::json status_json(const StatusSnapshot& s) {
         {"prefill_ms", e.metrics.prefill_ms},
         {"decode_ms", e.metrics.decode_ms},
         {"prefill_tokens_per_second", e.metrics.prefill_tok_s},
-        {"decode_tokens_per_second", e.metrics.decode_tok_s}}},
+        {"decode_tokens_per_second", e.metrics.decode_tok_s},
+        // Speculative decoding (spec 3, 6): totals, and the same per method (one drafter per engine).
+        {"drafted_tokens", e.metrics.drafted_tokens},
+        {"accepted_draft_tokens", e.metrics.accepted_draft_tokens},
+        {"draft_acceptance_rate", e.metrics.draft_acceptance_rate},
+        {"mean_accepted_length", e.metrics.mean_accepted_length},
+        {"draft_methods", draft_methods_json(e.metrics)}}},
       {"ane_ffn",
        {{"state", "unavailable"},
         {"reason", "no second compute device: this build runs the whole model on the CPU"}}},
@@ -172,6 +194,17 @@ std::string metrics_text(const StatusSnapshot& s) {
   x.family("splash_tokens_total", "counter", "tokens run through the model");
   x.sample("splash_tokens_total{kind=\"prefill\"}", static_cast<double>(e.metrics.prefill_tokens));
   x.sample("splash_tokens_total{kind=\"decode\"}", static_cast<double>(e.metrics.decode_tokens));
+  if (!e.metrics.draft_method.empty()) {
+    const std::string method = str_cat("method=\"", e.metrics.draft_method, "\"");
+    x.family("splash_draft_tokens_total", "counter", "speculative proposals verified and accepted, by method");
+    x.sample(str_cat("splash_draft_tokens_total{", method, ",kind=\"drafted\"}"), static_cast<double>(e.metrics.drafted_tokens));
+    x.sample(str_cat("splash_draft_tokens_total{", method, ",kind=\"accepted\"}"),
+             static_cast<double>(e.metrics.accepted_draft_tokens));
+    x.family("splash_draft_acceptance_rate", "gauge", "accepted / drafted tokens, by method");
+    x.sample(str_cat("splash_draft_acceptance_rate{", method, "}"), e.metrics.draft_acceptance_rate);
+    x.family("splash_draft_mean_accepted_length", "gauge", "tokens committed per verify step of a lane, by method");
+    x.sample(str_cat("splash_draft_mean_accepted_length{", method, "}"), e.metrics.mean_accepted_length);
+  }
   x.family("splash_ttft_ms", "gauge", "time to first token over recent requests, milliseconds");
   x.sample("splash_ttft_ms{quantile=\"0.5\"}", e.metrics.ttft_ms.p50);
   x.sample("splash_ttft_ms{quantile=\"0.95\"}", e.metrics.ttft_ms.p95);

@@ -9,6 +9,7 @@
 #include <filesystem>
 
 #include "engine/generate.h"
+#include "model/architecture.h"
 #include "gtest/gtest.h"
 #include "scheduler_test_util.h"
 #include "spec/draft_model.h"
@@ -76,6 +77,11 @@ void expect_same(const GenRun& plain, const GenRun& spec, const std::string& wha
   EXPECT_LE(spec.stats.accepted_draft_tokens, spec.stats.drafted_tokens) << what;
 }
 
+bool arch_available(const std::string& preset) {
+  auto spec = test_model_preset(preset);
+  return spec.ok() && find_architecture(spec->arch) != nullptr;
+}
+
 std::vector<int32_t> repeating_prompt(const Tokenizer& tok) {
   std::vector<int32_t> p = {tok.bos_id()};
   for (int32_t id : tok.encode("the cat sat on the mat. the dog sat on the log. the cat sat on", false, false))
@@ -83,12 +89,18 @@ std::vector<int32_t> repeating_prompt(const Tokenizer& tok) {
   return p;
 }
 
-class SpecGenerate : public ::testing::TestWithParam<const char*> {};
+class SpecGenerate : public ::testing::TestWithParam<const char*> {
+ protected:
+  void SetUp() override {
+    if (!arch_available(GetParam())) GTEST_SKIP() << GetParam() << ": architecture not in this build";
+  }
+};
 
 // The first seed (of a few) whose tiny model, greedy from the repeating prompt, ends the way `want`
 // says: 40 tokens without an end-of-generation token, or one inside [5, 35] tokens.
 enum class Ending { kLength, kEosInside };
 std::unique_ptr<sched_test::LoadedModel> model_ending(const std::string& preset, Ending want, uint64_t* seed_out = nullptr) {
+  if (!arch_available(preset)) return nullptr;
   for (uint64_t seed = 1; seed <= 24; ++seed) {
     auto m = load_model(write_model(preset, seed, DType::kF32));
     if (!m) return nullptr;
@@ -249,6 +261,101 @@ TEST(SpecGenerateStories, GreedyIdenticalWithQ4DraftAndLookup) {
   EXPECT_GT(a.stats.accepted_draft_tokens * 2, a.stats.drafted_tokens) << "the Q4 copy agrees most of the time";
   expect_same(plain, run(*m, bos, greedy(48), &lookup), "stories15M lookup");
 }
+
+}  // namespace
+}  // namespace splash
+
+namespace splash {
+namespace {
+
+// --- the engine: lanes verify in one batched forward; each lane's output equals plain decoding alone.
+
+std::vector<int32_t> engine_tokens(Engine& engine, const std::vector<int32_t>& prompt, int64_t n, sched_test::Recorder& rec) {
+  auto id = engine.submit(sched_test::greedy_request(prompt, n), rec.callback());
+  EXPECT_TRUE(id.ok()) << id.error_message();
+  return {};
+}
+
+class SpecEngine : public ::testing::TestWithParam<const char*> {
+ protected:
+  void SetUp() override {
+    if (!arch_available(GetParam())) GTEST_SKIP() << GetParam() << ": architecture not in this build";
+  }
+};
+
+TEST_P(SpecEngine, BatchedLanesEqualPlainDecodingAlone) {
+  const std::string preset = GetParam();
+  uint64_t seed = 0;
+  auto m = model_ending(preset, Ending::kLength, &seed);
+  ASSERT_TRUE(m);
+  const Tokenizer& tok = *m->tokenizer;
+  const int32_t n_vocab = static_cast<int32_t>(m->model.config().n_vocab);
+  std::vector<std::vector<int32_t>> prompts;
+  for (const char* text : {"the cat sat on the mat. the cat sat on", "a b c a b c a b", "one two three four", "x"}) {
+    std::vector<int32_t> p = {tok.bos_id()};
+    for (int32_t id : tok.encode(text, false, false)) p.push_back(id);
+    prompts.push_back(p);
+  }
+  std::vector<GenRun> plain;
+  for (const auto& p : prompts) plain.push_back(run(*m, p, greedy(24), nullptr));
+
+  SpecOptions so;
+  PromptLookupSource lookup(so);
+  TestSource random(TestSource::kRandom, {}, 0, n_vocab);
+  std::vector<std::pair<std::string, const DrafterSource*>> sources = {{"lookup", &lookup}, {"random", &random}};
+  std::unique_ptr<DraftModelSource> q4;
+  if (m->model.recurrent_state_floats() == 0) {
+    auto q = DraftModelSource::load(write_model(preset, seed, DType::kQ4_0), m->model, 4, 2);
+    ASSERT_TRUE(q.ok()) << q.error_message();
+    q4 = std::move(*q);
+    sources.emplace_back("draft q4", q4.get());
+  }
+  for (const auto& [name, src] : sources) {
+    EngineOptions eo = sched_test::test_options(4);
+    eo.drafter = src;
+    eo.spec_block = 6;
+    auto engine = Engine::create(m->model, tok, eo);
+    ASSERT_TRUE(engine.ok()) << engine.error_message();
+    std::vector<std::unique_ptr<sched_test::Recorder>> recs;
+    for (const auto& p : prompts) {
+      recs.push_back(std::make_unique<sched_test::Recorder>());
+      engine_tokens(**engine, p, 24, *recs.back());
+    }
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      ASSERT_TRUE(recs[i]->wait_done());
+      EXPECT_EQ(recs[i]->tokens(), plain[i].stats.tokens) << name << " prompt " << i;
+      EXPECT_EQ(recs[i]->text(), plain[i].text) << name << " prompt " << i;
+    }
+    const EngineStatus st = (*engine)->status();
+    EXPECT_EQ(st.metrics.draft_method, src->method());
+    EXPECT_GT(st.metrics.drafted_tokens, 0) << name;
+    EXPECT_LE(st.metrics.accepted_draft_tokens, st.metrics.drafted_tokens) << name;
+    EXPECT_EQ(st.kv.pages_active, 0) << "no lane keeps pages (rejected rows were rolled back)";
+  }
+}
+
+TEST_P(SpecEngine, SeededSamplingWithDraftsRepeats) {
+  auto m = model_ending(GetParam(), Ending::kLength);
+  ASSERT_TRUE(m);
+  TestSource random(TestSource::kRandom, {}, 0, static_cast<int32_t>(m->model.config().n_vocab));
+  std::vector<std::vector<int32_t>> outs;
+  for (int rep = 0; rep < 2; ++rep) {
+    EngineOptions eo = sched_test::test_options(2);
+    eo.drafter = &random;
+    auto engine = Engine::create(m->model, *m->tokenizer, eo);
+    ASSERT_TRUE(engine.ok());
+    sched_test::Recorder rec;
+    EngineRequest r = sched_test::greedy_request(repeating_prompt(*m->tokenizer), 20);
+    r.sampling.temperature = 0.8f;
+    r.sampling.seed = 9;
+    ASSERT_TRUE((*engine)->submit(r, rec.callback()).ok());
+    ASSERT_TRUE(rec.wait_done());
+    outs.push_back(rec.tokens());
+  }
+  EXPECT_EQ(outs[0], outs[1]);
+}
+
+INSTANTIATE_TEST_SUITE_P(Archs, SpecEngine, ::testing::Values("tiny-llama", "tiny-qwen3", "tiny-qwen3-next"));
 
 }  // namespace
 }  // namespace splash
