@@ -228,6 +228,13 @@ int run_bench(BenchArgs a) {
                           {"cpu_ms", p.cpu_seconds * 1e3 / n},
                           {"forwards", p.forwards}};
   };
+  // Decode's memory traffic: the weights a step reads plus the KV of the positions it attends to
+  // (positions 1..N for tgN, so (N + 1) / 2 on average), at the median rate.
+  const double kv_per_token = static_cast<double>(kv->page_bytes()) / kKvPageTokens;
+  auto decode_bytes = [&](const BenchResult& r) {
+    return static_cast<double>(mm.decode_read) + kv_per_token * static_cast<double>(r.n_tokens + 1) / 2.0;
+  };
+  auto is_decode = [](const BenchResult& r) { return r.test.rfind("tg", 0) == 0; };
   if (a.json) {
     nlohmann::json out = nlohmann::json::array();
     for (const auto& r : results) {
@@ -256,6 +263,10 @@ int run_bench(BenchArgs a) {
                      {"rope_bytes", mm.rope},
                      {"rss_load_other_bytes", other},
                      {"rss_peak_bytes", mem_end.hwm}});
+      if (is_decode(r)) {
+        out.back()["decode_bytes_per_token"] = decode_bytes(r);
+        out.back()["decode_gb_s"] = decode_bytes(r) * r.median * 1e-9;
+      }
       if (a.profile) out.back()["profile"] = profile_json(r.profile);
     }
     std::printf("%s\n", out.dump(2).c_str());
@@ -283,6 +294,15 @@ int run_bench(BenchArgs a) {
               format_bytes(mm.weights_owned).c_str(), format_bytes(kv_bytes).c_str(), format_bytes(mm.vectors).c_str(),
               format_bytes(mm.rope).c_str(), format_bytes(mem_load.rss_file).c_str(),
               format_bytes(mm.weights_mapped).c_str(), format_bytes(other).c_str());
+  for (const auto& r : results) {
+    if (!is_decode(r)) continue;
+    std::printf("decode %s: %s read per token (weights %s + KV %s at mean context %.1f) = %.2f GB/s at %.2f tok/s; "
+                "compare with bench_matmul's membw (bench/decode_bandwidth.sh)\n",
+                r.test.c_str(), format_bytes(static_cast<uint64_t>(decode_bytes(r))).c_str(),
+                format_bytes(mm.decode_read).c_str(),
+                format_bytes(static_cast<uint64_t>(decode_bytes(r)) - mm.decode_read).c_str(),
+                static_cast<double>(r.n_tokens + 1) / 2.0, decode_bytes(r) * r.median * 1e-9, r.median);
+  }
   if (a.profile) {
     for (const auto& r : results)
       std::printf("\nprofile %s (%d threads):\n%s", r.test.c_str(), threads.size(), r.profile.table(threads.size()).c_str());

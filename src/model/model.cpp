@@ -152,6 +152,8 @@ ModelMemory Model::memory() const {
     }
   }
   m.rope = static_cast<uint64_t>(w.rope.resident_bytes());
+  m.decode_read = m.weights_owned + m.weights_mapped;
+  if (w.output.rows() > 0) m.decode_read -= static_cast<uint64_t>(w.embed.packed_bytes());
   return m;
 }
 
