@@ -6,7 +6,9 @@
 
 #include "cli/commands.h"
 #include "cli/model_source.h"
+#include "cli/spec_flags.h"
 #include "engine/generate.h"
+#include "spec/make_source.h"
 #include "tokenizer/model_tokenizer.h"
 
 namespace splash::cli {
@@ -29,6 +31,7 @@ struct RunArgs {
   std::string kv_format = "int8";
   std::vector<std::string> stop;
   bool no_bos = false;
+  SpecArgs spec;
 };
 
 std::optional<KvFormat> parse_kv_format(const std::string& s) {
@@ -61,6 +64,8 @@ int run_run(const RunArgs& a) {
   opt.sampling.repetition_penalty = a.repeat_penalty;
   opt.sampling.seed = a.seed;
   if (Status st = opt.sampling.validate(); !st.ok()) return usage_error(st.error_message());
+  auto spec = spec_options(a.spec);
+  if (!spec.ok()) return usage_error(spec.error_message());
 
   ModelFilesOptions fopts;
   fopts.tokenizer_path = a.tokenizer;
@@ -74,6 +79,11 @@ int run_run(const RunArgs& a) {
   const Tokenizer& tokenizer = **tok;
   auto model = Model::load(*files);
   if (!model.ok()) return std::fprintf(stderr, "error: %s\n", model.error_message().c_str()), 1;
+
+  auto drafter = make_drafter_source(*spec, *path, *files, *model, 1, a.threads);
+  if (!drafter.ok()) return std::fprintf(stderr, "error: %s\n", drafter.error_message().c_str()), 1;
+  opt.drafter = drafter->get();
+  opt.spec_block = spec->block;
 
   std::vector<int32_t> prompt;
   if (!a.no_bos && tokenizer.bos_id() >= 0) prompt.push_back(tokenizer.bos_id());
@@ -93,6 +103,12 @@ int run_run(const RunArgs& a) {
   std::fprintf(stderr, "prompt tokens %lld · TTFT %.1f ms · prefill %.1f tok/s · decode %.1f tok/s (%lld tokens)\n",
                static_cast<long long>(stats->n_prompt), stats->ttft_ms, stats->prefill_tok_s, stats->decode_tok_s,
                static_cast<long long>(stats->n_generated));
+  if (opt.drafter && stats->n_decode_steps > 0)
+    std::fprintf(stderr, "speculative %s · %lld drafted · %lld accepted (%.0f%%) · %.2f tokens per decode step\n",
+                 std::string(opt.drafter->method()).c_str(), static_cast<long long>(stats->drafted_tokens),
+                 static_cast<long long>(stats->accepted_draft_tokens),
+                 stats->drafted_tokens > 0 ? 100.0 * stats->accepted_draft_tokens / stats->drafted_tokens : 0.0,
+                 static_cast<double>(stats->n_decode_tokens) / stats->n_decode_steps);
   if (!a.seed && !opt.sampling.is_greedy())
     std::fprintf(stderr, "seed %llu\n", static_cast<unsigned long long>(stats->seed));
   if (stats->stop == StopReason::kContext)
@@ -122,6 +138,7 @@ Runner register_run(CLI::App& app) {
   app.add_option("--stop", a->stop, "Stop string (repeatable)");
   app.add_flag("--no-bos", a->no_bos, "Do not prepend the BOS token");
   app.add_option("--tokenizer", a->tokenizer, "llama2.c tokenizer.bin (default: beside the model)");
+  add_spec_flags(app, a->spec);
   return [a] { return run_run(*a); };
 }
 

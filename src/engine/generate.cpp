@@ -6,6 +6,7 @@
 #include "core/thread_pool.h"
 #include "sampling/sampler.h"
 #include "sampling/stop_matcher.h"
+#include "spec/draft_budget.h"
 #include "spec/spec_sequence.h"
 #include "spec/verify.h"
 #include "tokenizer/detokenizer.h"
@@ -99,6 +100,7 @@ Result<GenerateStats> generate(const Model& model, const Tokenizer& tokenizer, s
   std::vector<int32_t> fed;                                        // [last, proposals...] of the pass
   std::vector<int32_t> proposals;
   std::vector<float> snapshot;  // recurrent state before a verify pass (hybrid models)
+  DraftBudget budget;           // proposals per step, from how the last ones fared
   auto observe = [&](int64_t hidden_first_pos, int64_t n_hidden) -> Status {
     if (!drafter) return {};
     DraftObservation obs;
@@ -156,6 +158,7 @@ Result<GenerateStats> generate(const Model& model, const Tokenizer& tokenizer, s
       if (tok != proposal) break;
       ++n_accepted;
     }
+    if (k > 0) budget.update(static_cast<int>(k), static_cast<int>(n_accepted), options.spec_block - 1);
     stats.drafted_tokens += k;
     stats.accepted_draft_tokens += n_accepted;
     if (k > 0) SPLASH_TRY_STATUS(rollback_verify(model, kv, threads, seq, fed, n_accepted + 1, snapshot));
@@ -167,7 +170,7 @@ Result<GenerateStats> generate(const Model& model, const Tokenizer& tokenizer, s
     proposals.clear();
     if (drafter) {
       // No more proposals than tokens left to generate after this one, or positions left in the context.
-      const int64_t room = std::min<int64_t>({options.spec_block - 1, options.max_tokens - stats.n_generated - 1,
+      const int64_t room = std::min<int64_t>({budget.next(options.spec_block - 1), options.max_tokens - stats.n_generated - 1,
                                               max_context - seq.n_tokens() - 1});
       if (room > 0) {
         SPLASH_TRY(proposals, drafter->propose(static_cast<int>(room)));

@@ -86,7 +86,7 @@ void Lane::plan_block(int max_proposals) {
   block_.assign(1, ctx_.back());
   if (!drafter_ || max_proposals <= 0) return;
   // The block's last position must stay inside the context, and proposals past max_tokens are waste.
-  const int64_t room = std::min<int64_t>({max_proposals, request_.max_tokens - n_generated_ - 1,
+  const int64_t room = std::min<int64_t>({budget_.next(max_proposals), request_.max_tokens - n_generated_ - 1,
                                           max_context_ - kv_len() - 1});
   if (room <= 0) return;
   auto proposals = drafter_->propose(static_cast<int>(room));

@@ -24,6 +24,7 @@
 #include "model/model.h"
 #include "sampling/sampler.h"
 #include "sampling/stop_matcher.h"
+#include "spec/draft_budget.h"
 #include "spec/drafter.h"
 #include "tokenizer/detokenizer.h"
 
@@ -87,6 +88,7 @@ class Lane {
   std::span<const int32_t> block() const { return block_; }
   int64_t n_proposals() const { return static_cast<int64_t>(block_.size()) - 1; }
   std::vector<float>& recurrent_snapshot() { return snapshot_; }
+  DraftBudget& draft_budget() { return budget_; }
   // Hands the drafter the ctx tokens it has not seen and `n_rows` hidden rows of run `run` of `out`
   // (from its row `first_row`, at sequence position `position`).
   Status sync_drafter(const ForwardOutput& out, size_t run, int64_t first_row, int64_t n_rows, int64_t position);
@@ -149,6 +151,7 @@ class Lane {
   std::vector<int32_t> block_;        // [1 + n_proposals] the next decode input
   std::vector<float> snapshot_;       // recurrent state before a verify pass (hybrid models)
   std::vector<float> hidden_rows_;    // scratch for sync_drafter
+  DraftBudget budget_;                // proposals to ask for, from how the last ones fared
   int64_t n_observed_ = 0;            // ctx_ tokens the drafter has seen
   int64_t n_vocab_ = 0;
 

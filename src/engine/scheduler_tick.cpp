@@ -283,6 +283,7 @@ void EngineImpl::tick(std::vector<uint64_t> cancels) {
     if (k > 0) {
       // Rejected proposals leave the KV (and the recurrent state) before anything can publish it.
       Status st = rollback_verify(model_, kv_, threads_, lane->seq(), lane->block(), n_accepted + 1, lane->recurrent_snapshot());
+      lane->draft_budget().update(static_cast<int>(k), static_cast<int>(n_accepted), options_.spec_block - 1);
       metrics_.drafted_tokens += k;
       metrics_.accepted_draft_tokens += n_accepted;
       metrics_.decode_tokens += n_accepted;
