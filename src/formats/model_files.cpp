@@ -55,10 +55,15 @@ ModelFiles& ModelFiles::operator=(ModelFiles&&) noexcept = default;
 
 const gguf::GgufFile* ModelFiles::gguf() const { return storage_ ? storage_->gguf.get() : nullptr; }
 
+void ModelFiles::index_tensors() {
+  by_name_.clear();
+  by_name_.reserve(tensors_.size());
+  for (size_t i = 0; i < tensors_.size(); ++i) by_name_.emplace(tensors_[i].name, i);  // first one wins
+}
+
 const ModelTensor* ModelFiles::find(std::string_view hf_name) const {
-  for (const auto& t : tensors_)
-    if (t.name == hf_name) return &t;
-  return nullptr;
+  auto it = by_name_.find(std::string(hf_name));
+  return it == by_name_.end() ? nullptr : &tensors_[it->second];
 }
 
 namespace {
@@ -216,6 +221,7 @@ Result<ModelFiles> ModelFiles::open(const std::string& path, const ModelFilesOpt
     bool is_mlx = false;
     SPLASH_TRY_STATUS(open_safetensors(path, *mf.storage_, mf.config_, mf.tensors_, mf.tokenizer_, is_mlx));
     mf.format_ = is_mlx ? ModelFormat::kMlx : ModelFormat::kSafetensors;
+    mf.index_tensors();
     return mf;
   }
   if (!fs::exists(path, ec)) return make_error(path, ": no such file or directory");
@@ -223,11 +229,13 @@ Result<ModelFiles> ModelFiles::open(const std::string& path, const ModelFilesOpt
   if (file.size() >= 4 && std::memcmp(file.data(), "GGUF", 4) == 0) {
     mf.format_ = ModelFormat::kGguf;
     SPLASH_TRY_STATUS(open_gguf(path, *mf.storage_, mf.config_, mf.tensors_, mf.tokenizer_));
+    mf.index_tensors();
     return mf;
   }
   if (path.size() > 4 && path.substr(path.size() - 4) == ".bin") {
     mf.format_ = ModelFormat::kLlama2c;
     SPLASH_TRY_STATUS(open_llama2c(path, options, *mf.storage_, mf.config_, mf.tensors_, mf.tokenizer_));
+    mf.index_tensors();
     return mf;
   }
   return make_error(path, ": unrecognised model file (expected a .gguf file, a llama2.c .bin checkpoint, or a "

@@ -13,6 +13,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "core/dtype.h"
@@ -91,11 +92,16 @@ class ModelFiles {
   struct Storage;  // the open files behind the views (defined in model_files.cpp)
 
  private:
+  void index_tensors();  // fills by_name_ once tensors_ is complete
+
   std::unique_ptr<Storage> storage_;
   ModelFormat format_ = ModelFormat::kGguf;
   std::string path_;
   ModelConfig config_;
   std::vector<ModelTensor> tensors_;
+  // name -> index in tensors_: MoE checkpoints hold one tensor per expert (18K+ for a 30B-A3B),
+  // and a linear find() per load made loading quadratic.
+  std::unordered_map<std::string, size_t> by_name_;
   TokenizerInfo tokenizer_;
 };
 

@@ -130,6 +130,36 @@ Result<std::vector<float>> safetensor_to_f32(const SafeTensor& t) {
   return out;
 }
 
+namespace {
+
+// The first repeated key of the top-level object. (A parse callback could see the keys too, but
+// nlohmann's callback parser rescans the parent object at every end of object: quadratic in the
+// tensor count, seconds for a MoE checkpoint with one tensor per expert in one file.)
+struct TopLevelKeys : nlohmann::json_sax<json> {
+  int depth = 0;
+  std::set<std::string> seen;
+  std::string duplicate;
+
+  bool null() override { return true; }
+  bool boolean(bool) override { return true; }
+  bool number_integer(number_integer_t) override { return true; }
+  bool number_unsigned(number_unsigned_t) override { return true; }
+  bool number_float(number_float_t, const string_t&) override { return true; }
+  bool string(string_t&) override { return true; }
+  bool binary(binary_t&) override { return true; }
+  bool start_object(std::size_t) override { return ++depth, true; }
+  bool end_object() override { return --depth, true; }
+  bool start_array(std::size_t) override { return ++depth, true; }
+  bool end_array() override { return --depth, true; }
+  bool key(string_t& k) override {
+    if (depth == 1 && duplicate.empty() && !seen.insert(k).second) duplicate = k;
+    return true;
+  }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override { return false; }
+};
+
+}  // namespace
+
 Result<SafeTensorsHeader> parse_safetensors(std::span<const uint8_t> bytes, const std::string& source) {
   if (bytes.size() < 8)
     return make_error(source, ": too small for a safetensors file (", bytes.size(), " bytes)");
@@ -144,23 +174,16 @@ Result<SafeTensorsHeader> parse_safetensors(std::span<const uint8_t> bytes, cons
   const char* hbegin = reinterpret_cast<const char*>(bytes.data() + 8);
   const char* hend = hbegin + header_len;
 
-  // nlohmann keeps the last of duplicate keys silently; the callback sees every top-level key.
-  std::set<std::string> seen;
-  std::string duplicate;
-  json::parser_callback_t cb = [&](int depth, json::parse_event_t ev, json& parsed) {
-    if (depth == 1 && ev == json::parse_event_t::key && duplicate.empty()) {
-      const auto& k = parsed.get_ref<const std::string&>();
-      if (!seen.insert(k).second) duplicate = k;
-    }
-    return true;
-  };
   json root;
   try {
-    root = json::parse(hbegin, hend, cb);
+    root = json::parse(hbegin, hend);
   } catch (const json::exception& e) {
     return make_error(source, ": header is not valid JSON: ", e.what());
   }
-  if (!duplicate.empty()) return make_error(source, ": tensor '", duplicate, "' appears twice in the header");
+  // nlohmann keeps the last of duplicate keys silently: a second, SAX pass sees every key.
+  TopLevelKeys keys;
+  json::sax_parse(hbegin, hend, &keys);
+  if (!keys.duplicate.empty()) return make_error(source, ": tensor '", keys.duplicate, "' appears twice in the header");
   if (!root.is_object()) return make_error(source, ": header is not a JSON object");
 
   SafeTensorsHeader h;
