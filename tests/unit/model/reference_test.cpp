@@ -104,6 +104,12 @@ std::vector<Case> all_cases() {
       cases.push_back({tiny + "_mlx" + std::to_string(bits) + "g" + std::to_string(group), m, 1e-3, true});
     }
   }
+  // Top-k weights without renormalization (norm_topk_prob false; GGUF expert_weights_norm).
+  TestModelSpec raw = *test_model_preset("tiny-qwen3-moe");
+  raw.norm_topk_prob = false;
+  cases.push_back({"tiny-qwen3-moe-raw_gguf_F32", raw, 1e-4});
+  raw.format = TestModelFormat::kSafetensors;
+  cases.push_back({"tiny-qwen3-moe-raw_st_F32", raw, 1e-4});
   // Hybrid Gated-DeltaNet models: 3 linear-attention layers + 1 gated attention layer. The
   // 40-token prefill takes the chunked delta rule, decode the recurrence. GGUF qwen3_5 files tile
   // the value heads (2 key / 4 value heads here), qwen3_next files keep the grouped qkvz layout.
