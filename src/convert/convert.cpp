@@ -3,6 +3,8 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <optional>
+#include <string_view>
 
 #include "convert/hf_config_writer.h"
 #include "core/half.h"
@@ -57,10 +59,20 @@ std::vector<uint8_t> encode_floats(std::span<const float> v, DType t) {
   return out;
 }
 
+bool ends_with(std::string_view s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
+}
+
+// MoE routers (and the shared expert's gate) stay F32 as llama.cpp keeps them: top-k routing is
+// discontinuous, so their rounding would move tokens between experts.
+bool is_router(const std::string& name) {
+  return ends_with(name, ".mlp.gate.weight") || ends_with(name, ".mlp.shared_expert_gate.weight");
+}
+
 // The GGUF type of one tensor: matrices get the requested type when their rows are whole blocks of
-// it, else Q8_0, else F16; vectors (norms, biases) stay F32.
+// it, else Q8_0, else F16; vectors (norms, biases) and routers stay F32.
 DType gguf_tensor_type(const ModelTensor& t, DType wanted) {
-  if (t.shape.size() < 2) return DType::kF32;
+  if (t.shape.size() < 2 || is_router(t.name)) return DType::kF32;
   const uint64_t row = t.shape.back();
   if (row % dtype_traits(wanted).block_elems == 0) return wanted;
   if (wanted == DType::kF32 || wanted == DType::kF16 || wanted == DType::kBF16) return wanted;
@@ -86,6 +98,18 @@ Result<std::vector<float>> values_for_gguf(const ModelFiles& in, const ModelTens
   return v;
 }
 
+// A Hugging Face per-expert tensor "model.layers.<L>.mlp.experts.<e>.<proj>.weight": the name of
+// its stacked form ("model.layers.<L>.mlp.switch_mlp.<proj>.weight", GGUF ffn_<proj>_exps) and e.
+std::optional<std::pair<std::string, uint64_t>> per_expert(const std::string& name) {
+  const std::string key = ".mlp.experts.";
+  const size_t at = name.find(key);
+  if (at == std::string::npos) return std::nullopt;
+  size_t i = at + key.size(), j = i;
+  while (j < name.size() && name[j] >= '0' && name[j] <= '9') ++j;
+  if (j == i || j >= name.size() || name[j] != '.') return std::nullopt;
+  return std::pair{name.substr(0, at) + ".mlp.switch_mlp." + name.substr(j + 1), std::stoull(name.substr(i, j - i))};
+}
+
 // --- GGUF
 
 Result<ConvertReport> convert_to_gguf(const ModelFiles& in, const Tokenizer* tokenizer, const std::string& out_path,
@@ -108,12 +132,59 @@ Result<ConvertReport> convert_to_gguf(const ModelFiles& in, const Tokenizer* tok
   std::map<std::string, int> fallbacks;  // "Q8_0" -> count
   const size_t total = in.tensors().size();
   auto done = std::make_shared<size_t>(0);
+  std::map<std::string, std::vector<const ModelTensor*>> stacks;  // stacked name -> experts in order
   for (const ModelTensor& t : in.tensors()) {
+    if (auto pe = per_expert(t.name)) {
+      auto& parts = stacks[pe->first];
+      if (parts.size() <= pe->second) parts.resize(pe->second + 1, nullptr);
+      parts[pe->second] = &t;
+    }
+  }
+  std::map<std::string, bool> stacked_done;
+  for (const ModelTensor& t : in.tensors()) {
+    if (auto pe = per_expert(t.name)) {
+      // One tensor per expert (Hugging Face) -> llama.cpp's stacked [n_expert, rows, cols] tensor.
+      if (stacked_done[pe->first]) continue;
+      stacked_done[pe->first] = true;
+      const auto& parts = stacks[pe->first];
+      auto gname = hf_to_gguf_name(pe->first);
+      if (!gname) return make_error(in.path(), ": tensor ", t.name, " has no GGUF name (unsupported tensor for this converter)");
+      if (parts.size() != in.config().n_expert)
+        return make_error(in.path(), ": ", pe->first, ": ", parts.size(), " experts, the config has ", in.config().n_expert);
+      for (size_t e = 0; e < parts.size(); ++e)
+        if (parts[e] == nullptr || parts[e]->shape != t.shape || t.shape.size() != 2)
+          return make_error(in.path(), ": expert ", e, " of ", pe->first, " is missing or has another shape than expert 0");
+      const DType type = gguf_tensor_type(t, o.gguf_type);
+      if (type != o.gguf_type) fallbacks[std::string(dtype_name(type))]++;
+      const std::vector<uint64_t> shape = {t.shape[1], t.shape[0], parts.size()};
+      auto n_bytes = dtype_bytes(type, t.n_elems() * parts.size());
+      if (!n_bytes) return make_error("tensor ", pe->first, ": values are not whole ", dtype_name(type), " blocks");
+      report.n_tensors++;
+      for (const ModelTensor* p : parts) report.bytes_in += p->n_bytes();
+      report.bytes_out += *n_bytes;
+      SPLASH_TRY_STATUS(w.add_tensor_producer(*gname, type, shape, [&in, parts, type, &o, done, total](gguf::ByteSink& sink) -> Status {
+        for (const ModelTensor* p : parts) {  // expert by expert: one expert's values in memory at a time
+          SPLASH_TRY(std::vector<float> v, in.read_f32(*p));
+          std::vector<uint8_t> bytes;
+          if (is_float_type(type)) {
+            bytes = encode_floats(v, type);
+          } else {
+            SPLASH_TRY_STATUS(quant::quantize_tensor(type, v, static_cast<int64_t>(p->shape.back()), bytes));
+          }
+          ++*done;
+          note(o, str_cat("[", *done, "/", total, "] ", p->name, " -> ", dtype_name(type), " (stacked)"));
+          SPLASH_TRY_STATUS(sink.write(bytes));
+        }
+        return {};
+      }));
+      continue;
+    }
     auto gname = hf_to_gguf_name(t.name);
     if (!gname) return make_error(in.path(), ": tensor ", t.name, " has no GGUF name (unsupported tensor for this converter)");
     const DType type = gguf_tensor_type(t, o.gguf_type);
     if (t.shape.size() >= 2 && type != o.gguf_type) fallbacks[std::string(dtype_name(type))]++;
     std::vector<uint64_t> shape(t.shape.rbegin(), t.shape.rend());
+    if (ends_with(t.name, ".mlp.shared_expert_gate.weight")) shape = {t.n_elems()};  // llama.cpp: [n_embd]
     auto n_bytes = dtype_bytes(type, t.n_elems());
     if (!n_bytes) return make_error("tensor ", t.name, ": ", t.n_elems(), " values are not whole ", dtype_name(type), " blocks");
     report.n_tensors++;

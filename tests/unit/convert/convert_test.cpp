@@ -145,6 +145,36 @@ TEST_F(ConvertTest, GgufF32RoundTripsThroughSafetensorsExactly) {
   }
 }
 
+TEST_F(ConvertTest, PerExpertSafetensorsStackIntoGgufExperts) {
+  // Hugging Face MoE checkpoints hold one tensor per expert; GGUF stacks them (ffn_*_exps).
+  TestModelSpec spec = *test_model_preset("tiny-qwen3-moe");
+  spec.n_ff_shared_expert = 64;
+  const std::string gguf_path = (dir_ / "moe.gguf").string(), st_path = (dir_ / "moe-st").string();
+  ASSERT_TRUE(write_test_model(spec, gguf_path).ok());
+  spec.format = TestModelFormat::kSafetensors;
+  ASSERT_TRUE(write_test_model(spec, st_path).ok());
+  ModelFiles st = open(st_path);
+  ASSERT_NE(st.find("model.layers.0.mlp.experts.7.down_proj.weight"), nullptr);
+
+  convert(st, (dir_ / "back.gguf").string(), ConvertOptions{});
+  ModelFiles a = open(gguf_path), b = open((dir_ / "back.gguf").string());
+  EXPECT_EQ(worst_nmse(a, b), 0.0);  // every tensor, stacked experts included, holds the same values
+  for (const auto& t : a.tensors()) {
+    const ModelTensor* u = b.find(t.name);
+    ASSERT_NE(u, nullptr) << t.name;
+    EXPECT_EQ(u->shape, t.shape) << t.name;
+  }
+  expect_same_config(a.config(), b.config());
+
+  ConvertOptions q8;
+  q8.gguf_type = DType::kQ8_0;
+  convert(st, (dir_ / "q8.gguf").string(), q8);
+  ModelFiles c = open((dir_ / "q8.gguf").string());
+  EXPECT_EQ(c.find("model.layers.0.mlp.switch_mlp.up_proj.weight")->dtype, DType::kQ8_0);
+  EXPECT_EQ(c.find("model.layers.0.mlp.gate.weight")->dtype, DType::kF32);  // routers stay F32
+  EXPECT_EQ(c.find("model.layers.2.mlp.shared_expert_gate.weight")->dtype, DType::kF32);
+}
+
 TEST_F(ConvertTest, QuantizedGgufStaysWithinTheFormatsError) {
   const std::string src = make_model("tiny-llama-k", TestModelFormat::kSafetensors, "k-src");
   ModelFiles a = open(src);
