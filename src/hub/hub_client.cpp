@@ -164,6 +164,8 @@ Result<HubClient::Reply> HubClient::request(Method method, const std::string& ur
   curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
   curl_easy_setopt(c, CURLOPT_WRITEDATA, &t);
   if (method == Method::kHead) curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
+  // Metadata requests answer in seconds; downloads are bounded by the stall timeout instead.
+  if (sink == nullptr) curl_easy_setopt(c, CURLOPT_TIMEOUT, settings_.request_timeout_s);
   const CURLcode rc = curl_easy_perform(c);
   curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &reply.status);
   if (t.aborted_by_sink) return fail(HubFailure::kOther, "the download was stopped");
@@ -182,6 +184,10 @@ Error HubClient::http_error(const Reply& reply, const std::string& what) {
   };
   const std::string code = header("x-error-code");
   const long s = reply.status;
+  // The Hub answers 401 RepoNotFound for private repositories too when the request has no access.
+  if (code == "RepoNotFound" && (s == 401 || s == 403))
+    return fail(HubFailure::kAuth, str_cat("repository not found, or private and this request has no access (HTTP ", s,
+                                           ")"));
   if (code == "RepoNotFound" || (s == 404 && code.empty() && what.empty()))
     return fail(HubFailure::kRepoNotFound, str_cat("repository not found (HTTP ", s, ")"));
   if (code == "GatedRepo")

@@ -14,6 +14,7 @@ struct HubSettings {
   std::string revision = "main";  // --revision: branch, tag or commit
   bool progress_tty = false;  // stderr is a terminal: one redrawn progress line, else plain lines
   long connect_timeout_s = 5;   // a Hub that does not answer in time counts as unreachable
+  long request_timeout_s = 15;  // whole metadata requests (file list, HEAD, header probes)
   long stall_timeout_s = 60;    // a download receiving < 1 KiB/s for this long is retried
   int download_attempts = 5;    // per file; each attempt resumes where the last stopped
   bool check_model = true;      // identify config.json / the GGUF header (off for DFlash drafts,

@@ -229,16 +229,20 @@ Result<ModelConfig> identify_hf_config(std::string_view config_json, const std::
   } catch (const nlohmann::json::exception& e) {
     return make_error(source, ": not valid JSON: ", e.what());
   }
-  for (const char* key : {"quantization", "quantization_config"}) {
-    auto q = root.find(key);
-    if (q == root.end() || !q->is_object()) continue;
-    if (q->contains("quant_method") && !q->contains("bits"))
-      return make_error(source, ": ", key, " '", q->value("quant_method", std::string("?")),
-                        "' is not an MLX affine quantization Splash can load");
-    SPLASH_TRY_STATUS(check_mlx_params(*q, "", source, 4, 64));
-    const int64_t bits = q->value("bits", int64_t{4}), group = q->value("group_size", int64_t{64});
-    for (const auto& [module, params] : q->items())
-      if (params.is_object()) SPLASH_TRY_STATUS(check_mlx_params(params, module, source, bits, group));
+  try {
+    for (const char* key : {"quantization", "quantization_config"}) {
+      auto q = root.find(key);
+      if (q == root.end() || !q->is_object()) continue;
+      if (q->contains("quant_method") && !q->contains("bits"))
+        return make_error(source, ": ", key, " '", q->value("quant_method", std::string("?")),
+                          "' is not an MLX affine quantization Splash can load");
+      SPLASH_TRY_STATUS(check_mlx_params(*q, "", source, 4, 64));
+      const int64_t bits = q->value("bits", int64_t{4}), group = q->value("group_size", int64_t{64});
+      for (const auto& [module, params] : q->items())
+        if (params.is_object()) SPLASH_TRY_STATUS(check_mlx_params(params, module, source, bits, group));
+    }
+  } catch (const nlohmann::json::exception& e) {
+    return make_error(source, ": the quantization block is malformed: ", e.what());
   }
   return config;
 }

@@ -30,7 +30,8 @@ std::string format_progress(uint64_t done, uint64_t total, double bytes_per_seco
 
 Progress::Progress(std::FILE* out, bool tty, std::string name, uint64_t total, uint64_t resumed)
     : out_(out), tty_(tty), name_(std::move(name)), total_(total), resumed_(resumed),
-      start_(std::chrono::steady_clock::now()), last_draw_(start_), done_(resumed) {
+      start_(std::chrono::steady_clock::now()), last_draw_(start_), done_(resumed), quiet_(total < (64u << 10)) {
+  if (quiet_) return;
   if (!tty_) {
     std::fprintf(out_, "Downloading %s (%s%s)\n", name_.c_str(), format_bytes(total_).c_str(),
                  resumed_ > 0 ? (", resuming at " + format_bytes(resumed_)).c_str() : "");
@@ -54,6 +55,7 @@ void Progress::print(uint64_t done, bool final_line) {
 
 void Progress::update(uint64_t done) {
   done_ = done;
+  if (quiet_) return;
   const auto now = std::chrono::steady_clock::now();
   if (tty_) {
     if (now - last_draw_ < std::chrono::milliseconds(100)) return;
@@ -70,6 +72,7 @@ void Progress::update(uint64_t done) {
 }
 
 void Progress::finish(bool ok) {
+  if (quiet_) return;
   if (ok) print(done_, true);
   else if (tty_) std::fprintf(out_, "\n");
   std::fflush(out_);

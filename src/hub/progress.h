@@ -1,5 +1,6 @@
 // Download progress on stderr: on a terminal one line redrawn in place (at most 10 times a second)
 // with bytes, rate and ETA; otherwise plain lines (start, every 25 %, end) so logs stay readable.
+// Files under 64 KiB (config.json and the like) show nothing.
 #pragma once
 
 #include <chrono>
@@ -31,6 +32,7 @@ class Progress {
   std::chrono::steady_clock::time_point start_, last_draw_;
   int last_quarter_ = -1;
   uint64_t done_ = 0;
+  bool quiet_ = false;
 };
 
 }  // namespace splash::hub

@@ -194,6 +194,9 @@ def main():
         check("Selected Tiny-Llama-Q8_0.gguf from test/Tiny-GGUF." in out and "Fetching 1 file(s)" in out,
               "installer lines (Selected, Fetching)", out)
         check("Ready · test/Tiny-GGUF:Q8_0 · " in out, "the model id is the repository id", out)
+        check("Downloading Tiny-Llama-Q8_0.gguf (166.88 KiB)\n" in out
+              and "Downloading Tiny-Llama-Q8_0.gguf: 166.88 KiB / 166.88 KiB  100%" in out,
+              "progress as plain lines when stderr is not a terminal", out)
         commit = hub.repos["test/Tiny-GGUF"].commit
         repo_dir = os.path.join(cache, "models--test--Tiny-GGUF")
         snap = os.path.join(repo_dir, "snapshots", commit, "Tiny-Llama-Q8_0.gguf")
