@@ -21,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/bench_spec.h"
 #include "cli/model_source.h"
 #include "core/sizes.h"
 #include "model/model.h"
@@ -41,6 +42,7 @@ struct BenchArgs {
   int64_t chunk = 0;
   bool json = false;
   bool profile = false;
+  SpecBenchArgs spec;  // --spec METHOD: the speculative test instead of pp/tg (bench_spec.h)
 };
 
 // Resident-memory figures from /proc/self/status, in bytes (0 when the field is absent).
@@ -158,6 +160,8 @@ int run_bench(BenchArgs a) {
   auto model = Model::load(*files);
   if (!model.ok()) return std::fprintf(stderr, "error: %s\n", model.error_message().c_str()), 1;
   const Model& m = *model;
+  if (a.spec.spec.method != "off")
+    return run_spec_bench(a.spec, *path, *files, m, a.tg, a.reps, a.threads, format, a.json);
 
   uint64_t n_bytes = 0, n_params = 0;
   for (const auto& t : files->tensors()) {
@@ -330,6 +334,8 @@ Runner register_bench(CLI::App& app) {
   app.add_flag("--profile", a->profile,
                "Time every op of the forward (matmul, attention, norms ...) and print the breakdown per test");
   app.add_option("--tokenizer", a->tokenizer, "llama2.c tokenizer.bin (default: beside the model)");
+  a->spec.spec.method = "off";
+  add_spec_bench_flags(app, a->spec);
   return [a] { return run_bench(*a); };
 }
 
