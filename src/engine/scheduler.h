@@ -147,6 +147,9 @@ struct EngineStatus {
   } kv;
   int64_t lanes = 0;         // configured lanes
   int64_t active_lanes = 0;  // lanes holding a request
+  // One restore state (spec 5.1 checkpoint group): a sequence's recurrent state in bytes (conv
+  // windows + delta-rule matrices of every Gated DeltaNet layer, fp32); 0 for attention-only models.
+  int64_t restore_state_bytes = 0;
   int64_t queue_size = 0;
   struct Metrics {
     LatencySummary ttft_ms;  // submit() to the first sampled token

@@ -50,6 +50,8 @@ DiskBlockStore::~DiskBlockStore() {
   }
   work_cv_.notify_all();
   if (writer_.joinable()) writer_.join();
+  // A clean stop leaves a persistent cache durable (a crash of the process alone loses nothing
+  // written; this is for the machine's).
   if (options_.persistent && fd_.valid() && !disabled_) ::fdatasync(fd_.get());
 }
 
@@ -193,9 +195,17 @@ void DiskBlockStore::flush() {
   {
     std::unique_lock lock(mu_);
     done_cv_.wait(lock, [&] { return (queue_.empty() || disabled_) && in_flight_ == 0; });
-    if (disabled_) return;
   }
-  if (options_.persistent) ::fdatasync(fd_.get());
+}
+
+void DiskBlockStore::sync() {
+  flush();
+  bool disabled = false;
+  {
+    std::lock_guard lock(mu_);
+    disabled = disabled_;
+  }
+  if (!disabled) ::fdatasync(fd_.get());
 }
 
 BlockStoreStats DiskBlockStore::stats() const {

@@ -22,7 +22,7 @@
 // when the process ends however it ends. Persistent mode: `dir/<namespace hex>/` (mode 0700) holds
 // `namespace.txt` (the description, readable), `lock` (flock: one owner process at a time) and
 // `blocks.ring`; open() rescans the ring, verifies every record, and takes back every chain that
-// reaches the namespace root; flush() and the destructor fdatasync it.
+// reaches the namespace root; sync() and the destructor fdatasync it.
 #pragma once
 
 #include <chrono>
@@ -66,7 +66,10 @@ class DiskBlockStore final : public BlockStore {
   bool put(const BlockInfo& info, std::span<const int32_t> tokens, std::span<const uint8_t> payload) override;
   bool contains(const BlockKey& key, BlockKind kind) const override;
   Result<std::vector<uint8_t>> get(const BlockKey& key, BlockKind kind, std::span<const int32_t> tokens) override;
+  // Waits until every queued block is written to the file (the page cache: it survives the process,
+  // not a power cut). sync() also fdatasyncs; the destructor of a persistent store does.
   void flush() override;
+  void sync();
   BlockStoreStats stats() const override;
   bool persistent() const override { return options_.persistent; }
 

@@ -258,6 +258,7 @@ StatusSnapshot App::snapshot() const {
   s.os = os_version();
   s.cpu_cores = static_cast<int>(std::thread::hardware_concurrency());
   if (deps_.engine) s.engine = deps_.engine->status();
+  if (deps_.disk) s.disk = deps_.disk->stats();
   return s;
 }
 

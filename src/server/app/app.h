@@ -45,6 +45,7 @@ struct AppDeps {
   const ChatTemplate* chat_template = nullptr;  // nullptr: the model has none (chat routes answer 400)
   Engine* engine = nullptr;                     // nullptr only in tests of the engine-free routes
   const MemoryPlan* plan = nullptr;             // required
+  const BlockStore* disk = nullptr;             // the SSD cache; nullptr when off
 };
 
 // A streamed response that wants an SSE keep-alive when it has been quiet for a while (spec 2.6:

@@ -192,6 +192,7 @@ void submit_job(Engine* engine, int64_t context, const std::optional<std::chrono
   req.sampling = openai::to_sampling_params(p.common->sampling);
   req.stop = p.common->stop;
   req.ignore_eos = p.common->ignore_eos;
+  req.cache_prompt = p.common->cache_prompt;
   req.want_progress = p.common->stream && p.common->return_progress;
   std::optional<Clock::time_point> deadline;
   if (server_timeout) deadline = arrival + *server_timeout;

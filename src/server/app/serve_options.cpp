@@ -142,6 +142,20 @@ Result<std::optional<int64_t>> parse_max_context(const std::string& text) {
   return std::optional<int64_t>(static_cast<int64_t>(*v));
 }
 
+Result<std::optional<uint64_t>> parse_max_cache_disk(const std::string& text) {
+  if (lower(text) == "auto") return std::optional<uint64_t>();
+  auto v = parse_size_bytes(text);
+  if (!v.ok()) return make_error("--max-cache-disk: ", v.error_message());
+  return std::optional<uint64_t>(*v);
+}
+
+Status check_cache_flags(const std::optional<uint64_t>& max_cache_disk, bool persistent_cache, bool cache_dir_given) {
+  if (persistent_cache && max_cache_disk && *max_cache_disk == 0)
+    return make_error("--persistent-cache needs --max-cache-disk (a nonzero SSD quota)");
+  if (cache_dir_given && !persistent_cache) return make_error("--cache-dir needs --persistent-cache");
+  return {};
+}
+
 Result<KvFormat> parse_kv_format(const std::string& text) {
   if (text == "int8") return KvFormat::kInt8;
   if (text == "bf16") return KvFormat::kBF16;

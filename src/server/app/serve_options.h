@@ -36,6 +36,11 @@ struct ServeOptions {
   std::optional<uint64_t> max_memory;           // nullopt = auto
   std::optional<int64_t> max_context;           // nullopt = auto
   KvFormat kv_format = KvFormat::kInt8;
+  // SSD cache (spec 1.2, 5.4-5.6).
+  std::optional<uint64_t> max_cache_disk = 0;   // --max-cache-disk bytes, 0 = off; nullopt = auto
+  bool persistent_cache = false;
+  std::string cache_dir;                        // persistent cache root ($XDG_CACHE_HOME/splash/prefix-cache)
+  std::string temp_dir;                         // temporary cache files: $TMPDIR, else /tmp
   // API and requests.
   std::string default_reasoning_effort;         // "" = the template's default
   uint64_t max_request_bytes = uint64_t{128} << 20;
@@ -66,5 +71,10 @@ Result<std::optional<uint64_t>> parse_max_memory(const std::string& text);
 Result<std::optional<int64_t>> parse_max_context(const std::string& text);
 // "--kv-format": int8, bf16 (f32 accepted for debugging).
 Result<KvFormat> parse_kv_format(const std::string& text);
+// "--max-cache-disk SIZE|auto": bytes (0 = off); nullopt for auto.
+Result<std::optional<uint64_t>> parse_max_cache_disk(const std::string& text);
+// The SSD cache flags' cross-checks (spec 1.2): --persistent-cache needs a nonzero --max-cache-disk,
+// --cache-dir needs --persistent-cache.
+Status check_cache_flags(const std::optional<uint64_t>& max_cache_disk, bool persistent_cache, bool cache_dir_given);
 
 }  // namespace splash::app

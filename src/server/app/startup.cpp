@@ -1,6 +1,7 @@
 #include "server/app/startup.h"
 
 #include <pthread.h>
+#include <sys/statvfs.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -12,7 +13,9 @@
 #include <mutex>
 #include <thread>
 
+#include "cache/disk/disk_block_store.h"
 #include "core/sizes.h"
+#include "engine/cache_namespace.h"
 #include "engine/host_memory.h"
 #include "engine/memory_plan.h"
 #include "engine/scheduler.h"
@@ -103,6 +106,51 @@ int64_t rss_anon_bytes() {
 int fail(const std::string& message) {
   std::fprintf(stderr, "error: %s\n", message.c_str());
   return 1;
+}
+
+std::string mib_text(uint64_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.0f MiB", static_cast<double>(bytes) / (1024.0 * 1024.0));
+  return buf;
+}
+
+// The disk tier from the SSD cache flags, with its console lines. auto (spec 5.5): on only when the
+// plan cannot hold one full-context request, quota min(free space of the temp volume / 10, 16 GiB).
+Result<DiskTier> open_ssd_cache(const ServeOptions& options, const MemoryPlan& plan, const std::string& ns) {
+  DiskTierConfig c;
+  c.persistent = options.persistent_cache;
+  c.cache_dir = options.cache_dir;
+  c.temp_dir = options.temp_dir.empty() ? "/tmp" : options.temp_dir;
+  c.namespace_description = ns;
+  const bool short_of_memory = plan.maximum_context_tokens < plan.model_window;
+  if (options.max_cache_disk) {
+    c.quota_bytes = static_cast<int64_t>(*options.max_cache_disk);
+  } else if (short_of_memory || options.persistent_cache) {
+    struct statvfs vfs {};
+    const std::string& probe = options.persistent_cache ? options.cache_dir : c.temp_dir;
+    const uint64_t free_bytes = ::statvfs(probe.c_str(), &vfs) == 0 ? uint64_t{vfs.f_bavail} * vfs.f_frsize
+                                : ::statvfs(c.temp_dir.c_str(), &vfs) == 0 ? uint64_t{vfs.f_bavail} * vfs.f_frsize
+                                                                            : 0;
+    c.quota_bytes = static_cast<int64_t>(std::min<uint64_t>(free_bytes / 10, uint64_t{16} << 30));
+    std::printf("SSD cache · auto quota %s (a tenth of the free space, at most 16 GiB)\n",
+                mib_text(static_cast<uint64_t>(c.quota_bytes)).c_str());
+  }
+  if (c.quota_bytes <= 0) {
+    if (short_of_memory)
+      std::printf("Hint · memory holds %lld of the model's %lld context tokens; --max-cache-disk SIZE keeps "
+                  "evicted prompt pages on disk\n",
+                  static_cast<long long>(plan.maximum_context_tokens), static_cast<long long>(plan.model_window));
+    return DiskTier{};
+  }
+  auto tier = open_disk_tier(c);
+  if (!tier.ok()) return make_error("SSD cache: ", tier.error_message());
+  for (const std::string& line : tier->lines) std::printf("%s\n", line.c_str());
+  std::printf("SSD cache: %s for KV pages of %.0f KiB in %s\n", mib_text(static_cast<uint64_t>(c.quota_bytes)).c_str(),
+              static_cast<double>(plan.kv_page_bytes) / 1024.0,
+              tier->store->persistent() ? tier->store->directory().c_str()
+                                        : (c.temp_dir + " (temporary, unlinked)").c_str());
+  std::fflush(stdout);
+  return tier;
 }
 
 }  // namespace
@@ -211,7 +259,12 @@ int serve(const ServeOptions& options) {
               static_cast<long long>(plan.kv_pool_pages), format_bytes(plan.kv_pool_bytes).c_str(), plan.lanes);
 
   // 5. Engine.
+  // SSD cache (spec 5.4-5.6): opened before the engine, whose prefix cache hands it evicted pages.
   EngineOptions eopts;
+  eopts.cache_identity = weights_identity(files->path());
+  auto disk = open_ssd_cache(options, plan, engine_cache_namespace(*model, eopts.cache_identity, options.kv_format));
+  if (!disk.ok()) return fail(disk.error_message());
+  eopts.cache_store = disk->store.get();
   eopts.lanes = std::min(plan.lanes, options.queue_size);
   eopts.queue_size = options.queue_size;
   eopts.kv_pages = plan.kv_pool_pages;
@@ -231,6 +284,7 @@ int serve(const ServeOptions& options) {
   deps.chat_template = chat_template ? &*chat_template : nullptr;
   deps.engine = engine->get();
   deps.plan = &plan;
+  deps.disk = disk->store.get();
   App app(acfg, deps);
   check = [&app](const http::Request& head) { return app.pre_body_check(head); };
   server->set_handler([&app](const http::Request& req, std::shared_ptr<http::ResponseWriter> w) {
@@ -255,8 +309,9 @@ int serve(const ServeOptions& options) {
   std::printf("Stopping · releasing engine resources\n");
   std::fflush(stdout);
   app.set_ready(false);
-  (*engine)->shutdown();
+  (*engine)->shutdown();  // a persistent SSD cache gets the engine's cached pages first
   server->stop();
+  if (disk->store) disk->store->flush();
   return 128 + sig;
 }
 

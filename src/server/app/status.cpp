@@ -1,5 +1,7 @@
 #include "server/app/status.h"
 
+#include "server/app/status_cache.h"
+
 #include <cstdio>
 
 namespace splash::app {
@@ -36,6 +38,39 @@ nlohmann::json memory_plan_json(const StatusSnapshot& s) {
         {"kv_page_bytes", p.kv_page_bytes},
         {"memory", {{"weights_bytes", p.weights_bytes}, {"context_window_tokens", p.model_window}}}}},
       {"budget", budget},
+  };
+}
+
+// spec 3 `disk`: the SSD cache's quota, usage, traffic and take-back (all zero when it is off).
+nlohmann::json disk_json(const std::optional<BlockStoreStats>& d) {
+  const BlockStoreStats z = d.value_or(BlockStoreStats{});
+  return {
+      {"enabled", d.has_value()},
+      {"persistent", z.persistent},
+      {"capacity_bytes", z.quota_bytes},
+      {"used_bytes", z.bytes_used},
+      {"file_bytes", z.file_bytes},
+      {"read_bytes", z.bytes_read},
+      {"written_bytes", z.bytes_written},
+      {"kv_blocks", z.kv_records},
+      {"state_blocks", z.state_records},
+      {"kv_demotions", z.records_written},
+      {"kv_restores", z.records_read},
+      {"kv_pending_pages", z.pending_records},
+      {"kv_copies", z.records},
+      {"evictions", z.evictions},
+      {"read_failures", z.read_failures},
+      {"taken_back",
+       {{"states", z.restored_states},
+        {"kv_blocks", z.restored_kv_blocks},
+        {"bytes", z.restored_bytes},
+        {"restore_points", z.restored_points},
+        {"left_behind", z.left_behind}}},
+      {"write_behind",
+       {{"waiting", z.pending_records},
+        {"durable", z.records_written},
+        {"unneeded", z.unneeded},
+        {"refused", z.writes_dropped}}},
   };
 }
 
@@ -85,15 +120,9 @@ nlohmann::json status_json(const StatusSnapshot& s) {
         {"max_request_bytes", s.http.max_request_bytes},
         {"responses", {{"2xx", s.http.responses_2xx}, {"4xx", s.http.responses_4xx}, {"5xx", s.http.responses_5xx}}}}},
       {"memory_plan", memory_plan_json(s)},
-      {"kv",
-       {{"pages_allocated", e.kv.pages_allocated},
-        {"pages_active", e.kv.pages_active},
-        {"pages_cache", 0},
-        {"pages_free", e.kv.pages_free},
-        {"allocated_bytes", e.kv.allocated_bytes},
-        {"reclaimable_bytes", 0},
-        {"page_bytes", e.kv.page_bytes}}},
-      {"state", {{"active_lanes", e.active_lanes}, {"lanes", e.lanes}}},
+      {"kv", kv_status_json(e)},
+      {"state", state_status_json(e)},
+      {"cache", cache_status_json(e)},
       {"scheduler",
        {{"queued", e.scheduler.queued},
         {"waiting_resources", e.scheduler.waiting_resources},
@@ -126,6 +155,7 @@ nlohmann::json status_json(const StatusSnapshot& s) {
         {"draft_acceptance_rate", e.metrics.draft_acceptance_rate},
         {"mean_accepted_length", e.metrics.mean_accepted_length},
         {"draft_methods", draft_methods_json(e.metrics)}}},
+      {"disk", disk_json(s.disk)},
       {"ane_ffn",
        {{"state", "unavailable"},
         {"reason", "no second compute device: this build runs the whole model on the CPU"}}},
@@ -191,6 +221,13 @@ std::string metrics_text(const StatusSnapshot& s) {
   x.sample("splash_kv_pages{state=\"free\"}", static_cast<double>(e.kv.pages_free));
   x.family("splash_kv_allocated_bytes", "gauge", "bytes of the KV page pool");
   x.sample("splash_kv_allocated_bytes", static_cast<double>(e.kv.allocated_bytes));
+  if (s.disk) {
+    x.family("splash_cache_disk_used_bytes", "gauge", "bytes of records in the SSD cache (quota: --max-cache-disk)");
+    x.sample("splash_cache_disk_used_bytes", static_cast<double>(s.disk->bytes_used));
+    x.family("splash_cache_disk_io_bytes_total", "counter", "bytes the SSD cache wrote and read back");
+    x.sample("splash_cache_disk_io_bytes_total{direction=\"written\"}", static_cast<double>(s.disk->bytes_written));
+    x.sample("splash_cache_disk_io_bytes_total{direction=\"read\"}", static_cast<double>(s.disk->bytes_read));
+  }
   x.family("splash_tokens_total", "counter", "tokens run through the model");
   x.sample("splash_tokens_total{kind=\"prefill\"}", static_cast<double>(e.metrics.prefill_tokens));
   x.sample("splash_tokens_total{kind=\"decode\"}", static_cast<double>(e.metrics.decode_tokens));
@@ -213,7 +250,9 @@ std::string metrics_text(const StatusSnapshot& s) {
   x.sample("splash_itl_ms{quantile=\"0.95\"}", e.metrics.itl_ms.p95);
   x.family("splash_memory_budget_bytes", "gauge", "hard memory budget of the start-up plan");
   x.sample("splash_memory_budget_bytes", static_cast<double>(s.plan.hard_budget_bytes));
-  return x.take();
+  std::string out = x.take();
+  append_cache_metrics(out, e);
+  return out;
 }
 
 }  // namespace splash::app

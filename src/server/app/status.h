@@ -4,10 +4,12 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
+#include "cache/block_store.h"
 #include "engine/memory_plan.h"
 #include "engine/scheduler.h"
 
@@ -38,6 +40,7 @@ struct StatusSnapshot {
   std::string os;           // "Linux 6.1.0"
   int cpu_cores = 0;
   EngineStatus engine;
+  std::optional<BlockStoreStats> disk;  // the SSD cache (cache/disk/); nullopt when off
 };
 
 nlohmann::json status_json(const StatusSnapshot& s);

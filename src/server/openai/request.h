@@ -48,6 +48,7 @@ struct CommonFields {
   std::vector<std::string> stop;      // at most 4, none empty
   bool ignore_eos = false;
   std::string priority = "normal";    // foreground | normal | background
+  bool cache_prompt = true;           // false: this request's KV is not written to the prefix cache
   SamplingFields sampling;
 };
 

@@ -94,6 +94,8 @@ ApiResult<CommonFields> parse_common_fields(const FieldReader& r) {
   SPLASH_OAI_TRY(c.stop, parse_stop(r));
   SPLASH_OAI_TRY(auto ignore_eos, r.boolean("ignore_eos"));
   c.ignore_eos = ignore_eos.value_or(false);
+  SPLASH_OAI_TRY(auto cache_prompt, r.boolean("cache_prompt"));
+  c.cache_prompt = cache_prompt.value_or(true);
   SPLASH_OAI_TRY(auto priority, r.string("priority"));
   if (priority) {
     if (*priority != "foreground" && *priority != "normal" && *priority != "background") {

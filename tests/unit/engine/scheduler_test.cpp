@@ -422,3 +422,49 @@ TEST(SchedulerStories15M, TwoLanesGiveGoldenText) {
 
 }  // namespace
 }  // namespace splash
+
+namespace splash {
+namespace {
+
+using namespace sched_test;
+
+// /status `state.restore_state_bytes`: the size of one checkpoint (spec 5.1 restore state); 0 for
+// attention-only models. A hybrid's lanes carry that state, and two concurrent lanes on a hybrid
+// produce what each gives alone.
+TEST(SchedulerHybrid, RestoreStateSizeAndLanesAlone) {
+  const auto dir = std::filesystem::temp_directory_path() / ("splash_sched_hybrid_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / "next.gguf").string();
+  ASSERT_TRUE(write_test_model(*test_model_preset("tiny-qwen3-next"), path).ok());
+  auto m = load_model(path);
+  ASSERT_TRUE(m);
+  ASSERT_GT(m->model.recurrent_state_floats(), 0);
+  auto llama = load_model(tiny_model_path());
+  ASSERT_TRUE(llama);
+  EXPECT_EQ((*Engine::create(llama->model, *llama->tokenizer, test_options()))->status().restore_state_bytes, 0);
+  auto run = [&](int lanes, const std::vector<std::vector<int32_t>>& prompts) {
+    auto e = Engine::create(m->model, *m->tokenizer, test_options(lanes));
+    EXPECT_TRUE(e.ok()) << e.error_message();
+    EXPECT_EQ((*e)->status().restore_state_bytes, m->model.recurrent_state_floats() * 4);
+    std::vector<std::unique_ptr<Recorder>> recs;
+    for (const auto& p : prompts) {
+      recs.push_back(std::make_unique<Recorder>());
+      EXPECT_TRUE((*e)->submit(greedy_request(p, 12), recs.back()->callback()).ok());
+    }
+    std::vector<std::vector<int32_t>> out;
+    for (auto& r : recs) {
+      EXPECT_TRUE(r->wait_done());
+      out.push_back(r->tokens());
+    }
+    return out;
+  };
+  const std::vector<std::vector<int32_t>> prompts = {{1, 50, 60, 70, 80, 90}, {1, 200, 17, 33}};
+  const auto both = run(2, prompts);
+  EXPECT_EQ(both[0], run(1, {prompts[0]})[0]);
+  EXPECT_EQ(both[1], run(1, {prompts[1]})[0]);
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
+}
+
+}  // namespace
+}  // namespace splash

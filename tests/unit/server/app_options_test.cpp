@@ -61,6 +61,25 @@ TEST(AppOptions, Duration) {
   }
 }
 
+TEST(AppOptions, CacheFlags) {
+  EXPECT_FALSE(parse_max_cache_disk("auto")->has_value());
+  EXPECT_EQ(**parse_max_cache_disk("0"), 0u);
+  EXPECT_EQ(**parse_max_cache_disk("64M"), uint64_t{64} << 20);
+  EXPECT_EQ(**parse_max_cache_disk("16GiB"), uint64_t{16} << 30);
+  auto bad = parse_max_cache_disk("lots");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error_message().find("--max-cache-disk"), std::string::npos);
+  EXPECT_TRUE(check_cache_flags(0, false, false).ok());
+  EXPECT_TRUE(check_cache_flags(uint64_t{1} << 30, true, true).ok());
+  EXPECT_TRUE(check_cache_flags(std::nullopt, true, false).ok());  // auto: the start-up decides
+  auto p = check_cache_flags(0, true, false);
+  ASSERT_FALSE(p.ok());
+  EXPECT_NE(p.error_message().find("--persistent-cache needs --max-cache-disk"), std::string::npos);
+  auto d = check_cache_flags(uint64_t{1} << 30, false, true);
+  ASSERT_FALSE(d.ok());
+  EXPECT_NE(d.error_message().find("--cache-dir needs --persistent-cache"), std::string::npos);
+}
+
 TEST(AppOptions, MaxMemoryAndContext) {
   EXPECT_FALSE(parse_max_memory("auto")->has_value());
   EXPECT_EQ(**parse_max_memory("28G"), uint64_t{28} << 30);
