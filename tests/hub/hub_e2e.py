@@ -322,6 +322,23 @@ def main():
               "two processes at once: both succeed, one downloads while the other waits",
               "rc=%s/%s served=%d size=%d\n%s\n%s" % (a.returncode, b.returncode, served, size_q8, out_a, out_b))
 
+        # 12. A download whose bytes do not hash to the Hub's sha256 is refused, nothing is linked, and a
+        # later clean download succeeds.
+        cache = env.cache()
+        hub.corrupt.add("test/Tiny-GGUF")
+        rc, out = env.run("test/Tiny-GGUF:Q8_0", cache)
+        hub.corrupt.discard("test/Tiny-GGUF")
+        snaps = os.path.join(cache, "models--test--Tiny-GGUF", "snapshots")
+        linked = [f for _, _, fs in os.walk(snaps) for f in fs if f.endswith(".gguf")]
+        blobs_dir = os.path.join(cache, "models--test--Tiny-GGUF", "blobs")
+        blobs = os.listdir(blobs_dir) if os.path.isdir(blobs_dir) else []
+        check(rc == 1 and "checksum mismatch (expected sha256 " in out and not linked
+              and not [b for b in blobs if not b.endswith(".lock")],
+              "a corrupted download fails the hash check and leaves no blob or snapshot link",
+              "rc=%d linked=%s blobs=%s\n%s" % (rc, linked, blobs, out))
+        rc, out = env.run("test/Tiny-GGUF:Q8_0", cache)
+        check(rc == 0, "the next start downloads the file cleanly", out)
+
         # 11. --model text checks (exit 2 from serve before anything else).
         p = subprocess.run([splash, "serve", "--model", "a--b/c"], env=env.env(env.cache()), capture_output=True,
                            text=True, timeout=30)

@@ -51,6 +51,7 @@ class MockHub:
         self.token = token
         self.drops = []
         self.chunk_delay = 0.0
+        self.corrupt = set()  # repo ids whose CDN downloads (not header probes) arrive with one byte flipped
         self.served = {}
         self.requests = []
         self.lock = threading.Lock()
@@ -173,6 +174,9 @@ class MockHub:
                     status = 206
                     headers["Content-Range"] = "bytes %d-%d/%d" % (start, end - 1, len(data))
                 body = data[start:end]
+                if kind == "download" and repo_id in hub.corrupt and body:
+                    mid = len(body) // 2
+                    body = body[:mid] + bytes([body[mid] ^ 0x5A]) + body[mid + 1:]
                 drop = None
                 if not head:
                     with hub.lock:
