@@ -1,6 +1,7 @@
 // The real demo model (stories15M, llama2.c format) against the numpy reference's golden data:
 // greedy tokens, perplexity, and top-1 agreement of quantized copies. Skipped when the demo file is
 // absent (scripts/setup fetches it).
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -61,8 +62,9 @@ TEST_F(Stories15M, Greedy200MatchesGolden) {
 }
 
 // Perplexity with the golden protocol: windows of [BOS] + 255 text ids, each text id predicted once.
+// top1 (optional) gets each position's argmax, margin (optional) its top-1 minus top-2 logit.
 double perplexity(const Model& model, KvPagePool& kv, ThreadPool& threads, const std::vector<int32_t>& ids,
-                  std::vector<int>* top1) {
+                  std::vector<int>* top1, std::vector<float>* margin = nullptr) {
   const int64_t win = 255;
   double nll = 0.0;
   int64_t count = 0;
@@ -84,10 +86,25 @@ double perplexity(const Model& model, KvPagePool& kv, ThreadPool& threads, const
       nll += std::log(sum) + mx - row[toks[t + 1]];
       ++count;
       if (top1) top1->push_back(argmax(row, out->n_vocab));
+      if (margin) {
+        float a = -INFINITY, b = -INFINITY;
+        for (int64_t v = 0; v < out->n_vocab; ++v) {
+          if (row[v] > a) {
+            b = a;
+            a = row[v];
+          } else if (row[v] > b) {
+            b = row[v];
+          }
+        }
+        margin->push_back(a - b);
+      }
     }
   }
   return std::exp(nll / static_cast<double>(count));
 }
+
+// Positions where F32's top-1 leads its top-2 by at least this many logits are "clear" (not near-ties).
+constexpr float kClearMargin = 0.25f;
 
 double golden_ppl() {
   std::ifstream f(golden("stories15M_ppl.json"));
@@ -106,7 +123,8 @@ TEST_F(Stories15M, PerplexityAndQuantizedAgreement) {
   ASSERT_EQ(ids.size(), 1437u);
 
   std::vector<int> top_f32;
-  const double ppl = perplexity(*model, *kv, threads, ids, &top_f32);
+  std::vector<float> margin_f32;
+  const double ppl = perplexity(*model, *kv, threads, ids, &top_f32, &margin_f32);
   const double want = golden_ppl();
   std::printf("stories15M perplexity %.4f (golden %.4f, rel diff %.2e)\n", ppl, want, std::fabs(ppl - want) / want);
   EXPECT_NEAR(ppl, want, want * 0.005);
@@ -137,16 +155,39 @@ TEST_F(Stories15M, PerplexityAndQuantizedAgreement) {
     std::vector<int> top_q;
     const double qppl = perplexity(*qmodel, *kv, threads, ids, &top_q);
     ASSERT_EQ(top_q.size(), top_f32.size());
-    int agree = 0;
-    for (size_t i = 0; i < top_q.size(); ++i) agree += top_q[i] == top_f32[i];
+    int agree = 0, clear = 0, clear_agree = 0;
+    float worst = 0.0f;  // the largest F32 top-2 margin at a position where the copy disagrees
+    for (size_t i = 0; i < top_q.size(); ++i) {
+      const bool same = top_q[i] == top_f32[i];
+      agree += same;
+      if (!same) worst = std::max(worst, margin_f32[i]);
+      if (margin_f32[i] >= kClearMargin) {
+        ++clear;
+        clear_agree += same;
+      }
+    }
     const double frac = static_cast<double>(agree) / static_cast<double>(top_q.size());
-    std::printf("stories15M %s: top-1 agreement with F32 %.2f%%, perplexity %.4f (%s)\n", c.name, 100.0 * frac, qppl,
+    const double clear_frac = static_cast<double>(clear_agree) / static_cast<double>(clear);
+    std::printf("stories15M %s: top-1 agreement with F32 %.2f%% (%zu positions), %.2f%% where F32's top-2 margin >= "
+                "%.2f (%d positions), largest F32 margin at a disagreement %.3f, perplexity %.4f (%s)\n",
+                c.name, 100.0 * frac, top_q.size(), 100.0 * clear_frac, kClearMargin, clear, worst, qppl,
                 qmodel->describe_weights().c_str());
-    // Measured: Q8_0 96.6%, MLX 8-bit g32 97.6%. The numpy reference on the same Q8_0 file (weights
-    // dequantized, activations in f64) agrees with F32 on only 97.9% of these positions, so 98% is
-    // out of reach for weight quantization alone on this 15M model; our kernels add int8
-    // activation rounding. The bound catches a broken quantized path (that falls far below).
+    // The issue asks for >= 98% top-1 agreement. That is not reachable by Q8_0 weights on this text, whatever
+    // the activations: the numpy reference (tests/reference/model.py, float64 activations) on the Q8_0 file of
+    // this conversion agrees with F32 on 97.91% (30 of 1437 positions differ; 29 with the tied embedding/head
+    // kept F32); 98% allows 28. The disagreements are near-ties: 26 of those 30 have an F32 top-2 margin
+    // under 0.1 logit, and merely deriving the Q8_0 codes from the fp16-rounded scale instead of the f32
+    // one (llama.cpp's choice, ours) moves the figure to 98.19%: the 98% line sits inside rounding noise.
+    // Our kernels also round activations to int8 per 32 values (llama.cpp does the same); the reference
+    // with that rounding gives Q8_0 96.38% and MLX 8-bit g32 96.66% (97.91% / 98.12% in float64). Measured
+    // here: Q8_0 96.2-96.6%, MLX 8-bit 96.9-97.6% (AVX2 and AVX-512 round differently). So the overall
+    // bound stays at 96% (a broken path falls far below), and the check that carries the weight is on
+    // positions where F32 is not near a tie: there the copies must agree on >= 99.5% and no disagreement
+    // may have an F32 margin of 1 logit or more (reference, int8 activations: 99.92% / 99.75% of the 1184
+    // clear positions, worst margin 0.72). Analysis script: docs/PERFORMANCE.md, "stories15M agreement".
     EXPECT_GE(frac, 0.96) << c.name;
+    EXPECT_GE(clear_frac, 0.995) << c.name;
+    EXPECT_LT(worst, 1.0f) << c.name;
   }
 }
 
