@@ -4,7 +4,8 @@ namespace splash::cli {
 
 void add_spec_flags(CLI::App& app, SpecArgs& args, bool with_draft_model) {
   app.add_option("--spec", args.method,
-                 "Speculative decoding: auto (the paired DFlash drafter or --draft-model, else prompt lookup), "
+                 "Speculative decoding: auto (the paired DFlash drafter or --draft-model, else the model's MTP head, "
+                 "else prompt lookup), "
                  "dflash, draft, lookup, mtp or off")
       ->capture_default_str();
   app.add_option("--spec-block", args.block,

@@ -157,6 +157,10 @@ class Model {
   // full-attention layers only.
   int64_t recurrent_state_floats() const { return recurrent_state_floats_; }
 
+  // The loaded weights (model/weights.h): token table, folded final norm, output head, RoPE table.
+  // Drafters that share the target's embedding and head (MTP) read them here.
+  const ModelWeights& weights() const { return *weights_; }
+
   // Runs the batch: reserves KV positions for every run's tokens in `kv`, stores their K/V, and
   // returns the requested logits and hidden states. Errors (nothing changed): a token id outside
   // the vocabulary, an empty run, the same sequence twice, a position past max_context(), a pool

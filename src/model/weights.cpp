@@ -63,6 +63,10 @@ void release_file_pages(const ModelTensor& t) {
 
 std::string layer_tensor_name(int il, std::string_view suffix) { return str_cat("model.layers.", il, ".", suffix); }
 
+std::string WeightLoader::layer_name(int il, std::string_view suffix) const {
+  return str_cat(layer_prefix_, il, ".", suffix);
+}
+
 Result<const ModelTensor*> WeightLoader::require(std::string_view name) const {
   const ModelTensor* t = files_.find(name);
   if (t == nullptr) return make_error(files_.path(), ": tensor '", name, "' is missing");

@@ -99,10 +99,16 @@ struct ModelWeights {
 class WeightLoader {
  public:
   WeightLoader(const ModelFiles& files, IsaLevel isa, bool fuse) : files_(files), isa_(isa), fuse_(fuse) {}
+  // `layer_prefix` replaces "model.layers." in layer_name(): "mtp.layers." loads a Qwen3-Next MTP
+  // head's decoder layer with the same block loaders (spec/mtp/).
+  WeightLoader(const ModelFiles& files, IsaLevel isa, bool fuse, std::string layer_prefix)
+      : files_(files), isa_(isa), fuse_(fuse), layer_prefix_(std::move(layer_prefix)) {}
 
   const ModelFiles& files() const { return files_; }
   const ModelConfig& config() const { return files_.config(); }
   bool fuse() const { return fuse_; }
+  // "<layer prefix><il>.<suffix>" ("model.layers.0.mlp.up_proj.weight" by default).
+  std::string layer_name(int il, std::string_view suffix) const;
 
   const ModelTensor* find(std::string_view name) const { return files_.find(name); }
   // The tensor, or an error naming it as missing.
@@ -132,6 +138,7 @@ class WeightLoader {
   const ModelFiles& files_;
   IsaLevel isa_;
   bool fuse_;
+  std::string layer_prefix_ = "model.layers.";
 };
 
 // "model.layers.<il>.<suffix>"

@@ -29,7 +29,7 @@ namespace splash {
 class Model;
 
 // --spec METHOD. kAuto = the best drafter available (spec 6 "always on"): dflash or a draft model
-// when one is configured, else prompt lookup.
+// when one is configured, else the model's MTP head when it has one, else prompt lookup.
 enum class SpecMethod : uint8_t { kAuto, kOff, kDflash, kDraft, kLookup, kMtp };
 
 std::string_view spec_method_name(SpecMethod method);

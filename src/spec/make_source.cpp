@@ -6,6 +6,7 @@
 #include "spec/dflash/dflash_config.h"
 #include "spec/dflash/dflash_drafter.h"
 #include "spec/draft_model.h"
+#include "spec/mtp/mtp_drafter.h"
 #include "spec/prompt_lookup.h"
 
 namespace splash {
@@ -40,8 +41,14 @@ Result<std::unique_ptr<DrafterSource>> make_drafter_source(const SpecOptions& op
   switch (options.method) {
     case SpecMethod::kLookup: return std::unique_ptr<DrafterSource>(std::make_unique<PromptLookupSource>(options));
     case SpecMethod::kDraft: return draft(options.draft_model);
-    case SpecMethod::kMtp:
-      return make_error("--spec mtp: MTP heads are not supported yet (use auto, dflash, draft or lookup)");
+    case SpecMethod::kMtp: {
+      if (!options.draft_model.empty())
+        return make_error("--spec mtp uses the model's own MTP head: --draft-model ", options.draft_model,
+                          " does not apply (use --spec draft or dflash for a separate drafter)");
+      auto src = make_mtp_source(target_files, target, threads);
+      if (!src.ok()) return make_error("--spec mtp: ", src.error_message());
+      return std::move(*src);
+    }
     case SpecMethod::kDflash: {
       if (!options.draft_model.empty()) return dflash(options.draft_model);
       const auto paired = find_dflash_drafter(target_path);
@@ -54,6 +61,11 @@ Result<std::unique_ptr<DrafterSource>> make_drafter_source(const SpecOptions& op
       if (!options.draft_model.empty())
         return is_dflash_dir(options.draft_model) ? dflash(options.draft_model) : draft(options.draft_model);
       if (const auto paired = find_dflash_drafter(target_path)) return dflash(*paired);
+      if (has_mtp_head(target_files, target)) {
+        auto src = make_mtp_source(target_files, target, threads);
+        if (!src.ok()) return make_error("--spec auto: the model's MTP head: ", src.error_message());
+        return std::move(*src);
+      }
       return std::unique_ptr<DrafterSource>(std::make_unique<PromptLookupSource>(options));
     }
     case SpecMethod::kOff: break;

@@ -5,9 +5,10 @@
 //   draft   --draft-model PATH: a smaller model with the target's tokenizer (any format Splash loads);
 //   dflash  --draft-model DIR of a DFlashDraftModel checkpoint, else the `<name>-dflash` folder beside
 //           the target (find_dflash_drafter);
-//   mtp     not implemented yet (refused with a message);
+//   mtp     the target's own MTP head (qwen3_next / qwen3_5 safetensors with mtp.* tensors);
 //   auto    --draft-model: DFlash when its config.json says DFlashDraftModel, else a draft model;
-//           without it the paired DFlash folder when there is one, else prompt lookup.
+//           without it the paired DFlash folder when there is one, else the model's MTP head when
+//           it has one, else prompt lookup.
 #pragma once
 
 #include <memory>

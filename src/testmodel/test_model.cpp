@@ -48,7 +48,7 @@ TestModelSpec tiny_hybrid(const char* arch) {
 
 std::vector<std::string> test_model_preset_names() {
   return {"tiny-llama", "tiny-qwen2", "tiny-qwen3", "tiny-llama-k", "tiny-qwen3-k", "qwen3-0.6b", "qwen3-1.7b", "tiny-qwen3-moe", "qwen3-moe-bench",
-          "tiny-qwen3-next", "tiny-qwen3-5", "hybrid-0.6b"};
+          "tiny-qwen3-next", "tiny-qwen3-next-mtp", "tiny-qwen3-5", "hybrid-0.6b"};
 }
 
 Result<TestModelSpec> test_model_preset(std::string_view name) {
@@ -73,6 +73,12 @@ Result<TestModelSpec> test_model_preset(std::string_view name) {
     return s;
   }
   if (name == "tiny-qwen3-next") return tiny_hybrid("qwen3_next");
+  if (name == "tiny-qwen3-next-mtp") {
+    TestModelSpec s = tiny_hybrid("qwen3_next");
+    s.format = TestModelFormat::kSafetensors;
+    s.n_mtp_layers = 1;
+    return s;
+  }
   if (name == "tiny-qwen3-5") return tiny_hybrid("qwen3_5");
   if (name == "hybrid-0.6b") {
     TestModelSpec s = bench_qwen3(1024, 3072);
@@ -129,6 +135,12 @@ Status validate_test_model_spec(const TestModelSpec& s) {
                         " is not a multiple of linear_n_key_heads ", s.linear_n_key_heads);
     if (!(s.partial_rotary_factor > 0.0f && s.partial_rotary_factor <= 1.0f))
       return make_error("test model: partial_rotary_factor must be in (0, 1]");
+  }
+  if (s.n_mtp_layers > 0) {
+    if (!s.hybrid()) return make_error("test model: an MTP head (--mtp) needs a hybrid arch (qwen3_next, qwen3_5)");
+    if (s.format != TestModelFormat::kSafetensors || s.mlx_bits != 0)
+      return make_error("test model: MTP heads are written in plain safetensors only (--format safetensors, no --mlx-bits)");
+    if (s.n_mtp_layers > 1) return make_error("test model: n_mtp_layers ", s.n_mtp_layers, " (only 1 is written)");
   }
   if (s.moe()) {
     if (s.n_expert == 0 || s.n_expert > 512)

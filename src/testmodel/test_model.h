@@ -78,6 +78,10 @@ struct TestModelSpec {
   // MLX mixed bits: the linear-attention projections use these bits instead of mlx_bits (0 = same),
   // declared per module in config.json's "quantization" as mlx-lm writes mixed checkpoints.
   uint32_t mlx_linear_bits = 0;
+  // Multi-token-prediction head (qwen3_next / qwen3_5, safetensors only): n_mtp_layers > 0 writes
+  // mtp.fc, mtp.pre_fc_norm_embedding / _hidden, mtp.norm and mtp.layers.0.* (a gated attention
+  // layer with a dense MLP) and config.json mtp_num_hidden_layers (spec/mtp/mtp_model.h).
+  uint32_t n_mtp_layers = 0;
 
   bool hybrid() const { return arch == "qwen3_next" || arch == "qwen3_5"; }
 
@@ -111,6 +115,7 @@ struct TestModelSpec {
 //                                           Q4_0, about 15% of it read per token (MoE decode bench)
 //   tiny-qwen3-next, tiny-qwen3-5           hybrids: dim 64, 4 layers (3 Gated DeltaNet + 1 gated
 //                                           attention), 2 key / 4 value heads of 16 in the DeltaNet
+//   tiny-qwen3-next-mtp                     tiny-qwen3-next in safetensors with an MTP head
 //   hybrid-0.6b                             a Qwen3.5-like hybrid of about 0.6B parameters for the
 //                                           GDN prefill benchmark (24 layers, dim 1024), Q8_0
 Result<TestModelSpec> test_model_preset(std::string_view name);

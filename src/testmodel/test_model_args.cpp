@@ -36,7 +36,7 @@ std::string test_model_usage() {
          "       [--no-norm-topk]\n"
          "       [--seed N] [--tokenizer tokenizer.json]\n"
          "       hybrids (qwen3_next, qwen3_5): [--interval N] [--layer-types] [--linear-heads K,V]\n"
-         "       [--linear-head-dim N] [--mlx-linear-bits N] --out PATH\n";
+         "       [--linear-head-dim N] [--mlx-linear-bits N] [--mtp 1] --out PATH\n";
 }
 
 Result<TestModelArgs> parse_test_model_args(std::span<const std::string> args) {
@@ -86,6 +86,7 @@ Result<TestModelArgs> parse_test_model_args(std::span<const std::string> args) {
     if (f == "--expert-ffn") { SPLASH_TRY(s.n_ff_expert, parse_u32(f, v)); continue; }
     if (f == "--shared-expert-ffn") { SPLASH_TRY(s.n_ff_shared_expert, parse_u32(f, v)); continue; }
     if (f == "--ctx") { SPLASH_TRY(s.context_length, parse_u32(f, v)); continue; }
+    if (f == "--mtp") { SPLASH_TRY(s.n_mtp_layers, parse_u32(f, v)); continue; }
     if (f == "--interval") { SPLASH_TRY(s.full_attention_interval, parse_u32(f, v)); continue; }
     if (f == "--mlx-linear-bits") { SPLASH_TRY(s.mlx_linear_bits, parse_u32(f, v)); continue; }
     if (f == "--linear-head-dim") {

@@ -140,6 +140,33 @@ static void plan_hybrid_layers(const TestModelSpec& spec, std::vector<TensorPlan
   }
 }
 
+// The MTP head (Qwen3-Next names): fc over [embedding | hidden], three zero-centred norms and one
+// gated full-attention decoder layer with a dense MLP under mtp.layers.0.
+static void plan_mtp_head(const TestModelSpec& spec, std::vector<TensorPlan>& out) {
+  const uint64_t d = spec.n_embd;
+  const uint64_t q_dim = uint64_t{spec.n_head} * spec.head_dim, kv_dim = uint64_t{spec.n_head_kv} * spec.head_dim;
+  auto inv_sqrt = [](uint64_t n) { return 1.0f / std::sqrt(static_cast<float>(n)); };
+  auto add = [&](std::string name, std::vector<uint64_t> shape, TensorKind kind, float scale) {
+    out.push_back(make_plan(std::move(name), std::move(shape), kind, scale, 0));
+  };
+  add("mtp.fc.weight", {d, 2 * d}, TensorKind::kMatrix, inv_sqrt(2 * d));
+  add("mtp.pre_fc_norm_embedding.weight", {d}, TensorKind::kNormZero, 0.1f);
+  add("mtp.pre_fc_norm_hidden.weight", {d}, TensorKind::kNormZero, 0.1f);
+  const std::string p = "mtp.layers.0.";
+  add(p + "input_layernorm.weight", {d}, TensorKind::kNormZero, 0.1f);
+  add(p + "self_attn.q_proj.weight", {2 * q_dim, d}, TensorKind::kMatrix, inv_sqrt(d));  // [q | gate] per head
+  add(p + "self_attn.k_proj.weight", {kv_dim, d}, TensorKind::kMatrix, inv_sqrt(d));
+  add(p + "self_attn.v_proj.weight", {kv_dim, d}, TensorKind::kMatrix, inv_sqrt(d));
+  add(p + "self_attn.o_proj.weight", {d, q_dim}, TensorKind::kMatrix, inv_sqrt(q_dim));
+  add(p + "self_attn.q_norm.weight", {spec.head_dim}, TensorKind::kNormZero, 0.1f);
+  add(p + "self_attn.k_norm.weight", {spec.head_dim}, TensorKind::kNormZero, 0.1f);
+  add(p + "post_attention_layernorm.weight", {d}, TensorKind::kNormZero, 0.1f);
+  add(p + "mlp.gate_proj.weight", {spec.n_ff, d}, TensorKind::kMatrix, inv_sqrt(d));
+  add(p + "mlp.up_proj.weight", {spec.n_ff, d}, TensorKind::kMatrix, inv_sqrt(d));
+  add(p + "mlp.down_proj.weight", {d, spec.n_ff}, TensorKind::kMatrix, inv_sqrt(spec.n_ff));
+  add("mtp.norm.weight", {d}, TensorKind::kNormZero, 0.1f);
+}
+
 std::vector<TensorPlan> plan_tensors(const TestModelSpec& spec, uint32_t n_vocab) {
   std::vector<TensorPlan> out;
   const uint64_t d = spec.n_embd;
@@ -163,6 +190,7 @@ std::vector<TensorPlan> plan_tensors(const TestModelSpec& spec, uint32_t n_vocab
     vec("model.norm.weight", d, TensorKind::kNormZero, 0.1f);
     out.back().gguf_transform = GgufTransform::kPlusOne;
     if (!spec.tie_embeddings) matrix("lm_head.weight", n_vocab, d, emb_scale);
+    if (spec.n_mtp_layers > 0) plan_mtp_head(spec, out);
     return out;
   }
   for (uint32_t il = 0; il < spec.n_layer; ++il) {

@@ -76,6 +76,7 @@ std::string config_json(const TestModelSpec& s, const TokenizerData& tok, uint32
     c["linear_conv_kernel_dim"] = s.linear_conv_kernel;
     c["partial_rotary_factor"] = s.partial_rotary_factor;
     c["attn_output_gate"] = true;
+    if (s.n_mtp_layers > 0) c["mtp_num_hidden_layers"] = s.n_mtp_layers;
   }
   if (s.mlx_bits != 0) {
     ordered_json q = {{"group_size", s.mlx_group_size}, {"bits", s.mlx_bits}};

@@ -14,20 +14,20 @@ Result<AttentionWeights> load_attention(const WeightLoader& loader, int il, cons
   const int64_t q_dim = int64_t{c.n_head} * c.head_dim;
   const int64_t kv_dim = int64_t{c.n_head_kv} * c.head_dim;
   AttentionWeights w;
-  SPLASH_TRY(w.norm, loader.vector(layer_tensor_name(il, "input_layernorm.weight"), c.n_embd));
+  SPLASH_TRY(w.norm, loader.vector(loader.layer_name(il, "input_layernorm.weight"), c.n_embd));
   std::vector<std::string> names, biases;
   for (const char* p : {"q_proj", "k_proj", "v_proj"}) {
-    names.push_back(layer_tensor_name(il, str_cat("self_attn.", p, ".weight")));
-    if (spec.bias) biases.push_back(layer_tensor_name(il, str_cat("self_attn.", p, ".bias")));
+    names.push_back(loader.layer_name(il, str_cat("self_attn.", p, ".weight")));
+    if (spec.bias) biases.push_back(loader.layer_name(il, str_cat("self_attn.", p, ".bias")));
   }
   w.output_gate = spec.output_gate;
   const int64_t q_rows = spec.output_gate ? 2 * q_dim : q_dim;  // [q | gate] per head
   SPLASH_TRY(w.qkv, loader.projections(names, {q_rows, kv_dim, kv_dim}, c.n_embd, biases));
   if (spec.qk_norm) {
-    SPLASH_TRY(w.q_norm, loader.vector(layer_tensor_name(il, "self_attn.q_norm.weight"), c.head_dim));
-    SPLASH_TRY(w.k_norm, loader.vector(layer_tensor_name(il, "self_attn.k_norm.weight"), c.head_dim));
+    SPLASH_TRY(w.q_norm, loader.vector(loader.layer_name(il, "self_attn.q_norm.weight"), c.head_dim));
+    SPLASH_TRY(w.k_norm, loader.vector(loader.layer_name(il, "self_attn.k_norm.weight"), c.head_dim));
   }
-  SPLASH_TRY(w.o.w, loader.matrix(layer_tensor_name(il, "self_attn.o_proj.weight"), c.n_embd, q_dim));
+  SPLASH_TRY(w.o.w, loader.matrix(loader.layer_name(il, "self_attn.o_proj.weight"), c.n_embd, q_dim));
   return w;
 }
 

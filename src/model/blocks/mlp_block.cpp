@@ -8,11 +8,11 @@ namespace splash {
 Result<MlpWeights> load_swiglu_mlp(const WeightLoader& loader, int il) {
   const ModelConfig& c = loader.config();
   MlpWeights w;
-  SPLASH_TRY(w.norm, loader.vector(layer_tensor_name(il, "post_attention_layernorm.weight"), c.n_embd));
-  SPLASH_TRY(w.gate_up, loader.projections({layer_tensor_name(il, "mlp.gate_proj.weight"),
-                                            layer_tensor_name(il, "mlp.up_proj.weight")},
+  SPLASH_TRY(w.norm, loader.vector(loader.layer_name(il, "post_attention_layernorm.weight"), c.n_embd));
+  SPLASH_TRY(w.gate_up, loader.projections({loader.layer_name(il, "mlp.gate_proj.weight"),
+                                            loader.layer_name(il, "mlp.up_proj.weight")},
                                            {c.n_ff, c.n_ff}, c.n_embd, {}));
-  SPLASH_TRY(w.down.w, loader.matrix(layer_tensor_name(il, "mlp.down_proj.weight"), c.n_embd, c.n_ff));
+  SPLASH_TRY(w.down.w, loader.matrix(loader.layer_name(il, "mlp.down_proj.weight"), c.n_embd, c.n_ff));
   return w;
 }
 

@@ -1,0 +1,153 @@
+#include "spec/mtp/mtp_model.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "backend/cpu/norm.h"
+#include "model/architecture.h"
+#include "model/blocks/attention_block.h"
+#include "model/blocks/mlp_block.h"
+#include "model/model.h"
+
+namespace splash {
+
+namespace {
+
+void grow(std::vector<float>& v, int64_t n) {
+  if (static_cast<int64_t>(v.size()) < n) v.resize(static_cast<size_t>(n));
+}
+
+// The lane's pool holds at least `n_tokens` positions: a larger pool (double) with the pages copied.
+Status reserve_rows(MtpState& st, const ModelConfig& c, int64_t n_tokens) {
+  const int64_t need_pages = (n_tokens + kKvPageTokens - 1) / kKvPageTokens;
+  if (st.pool.kv_pages_total() > 0 && need_pages <= st.pool.kv_pages_total()) return {};
+  KvCacheConfig kc;
+  kc.n_layer = 1;
+  kc.n_kv_head = static_cast<int>(c.n_head_kv);
+  kc.head_dim = static_cast<int>(c.head_dim);
+  kc.n_pages = std::max<int64_t>({4, need_pages, 2 * st.pool.kv_pages_total()});
+  kc.format = KvFormat::kF32;
+  SPLASH_TRY(KvPagePool bigger, KvPagePool::create(kc));
+  KvPageTable table;
+  if (st.table.n_tokens > 0) {
+    SPLASH_TRY_STATUS(bigger.append(table, st.table.n_tokens));
+    for (size_t p = 0; p < st.table.pages.size(); ++p)
+      std::memcpy(bigger.page_data_mut(table.pages[p]), st.pool.page_data(st.table.pages[p]),
+                  static_cast<size_t>(bigger.page_bytes()));
+  }
+  st.pool.release(st.table);
+  st.pool = std::move(bigger);
+  st.table = std::move(table);
+  return {};
+}
+
+uint64_t bytes_of(const PackedWeights& w) { return static_cast<uint64_t>(w.packed_bytes()); }
+uint64_t bytes_of(const Projection& p) { return bytes_of(p.w); }
+
+}  // namespace
+
+Result<std::unique_ptr<MtpModel>> MtpModel::load(const ModelFiles& files, const Model& target, IsaLevel isa) {
+  const ModelConfig& c = target.config();
+  if (c.architecture != "qwen3_next" && c.architecture != "qwen3_5")
+    return make_error(files.path(), ": MTP heads are supported for qwen3_next and qwen3_5, not ", c.architecture);
+  if (c.n_mtp_layers == 0)
+    return make_error(files.path(), ": the model has no MTP head (config mtp_num_hidden_layers / nextn_predict_layers is 0)");
+  if (files.format() == ModelFormat::kGguf)
+    return make_error(files.path(), ": MTP heads are read from safetensors checkpoints only (GGUF nextn tensors are not supported yet)");
+  if (c.n_expert > 0) return make_error(files.path(), ": mixture-of-experts MTP layers are not supported yet");
+  if (files.find("mtp.fc.weight") == nullptr)
+    return make_error(files.path(), ": config declares ", c.n_mtp_layers,
+                      " MTP layer(s) but tensor 'mtp.fc.weight' is missing (a checkpoint converted without its MTP head?)");
+  auto m = std::unique_ptr<MtpModel>(new MtpModel());
+  m->target_ = &target;
+  m->isa_ = isa;
+  const int64_t d = c.n_embd;
+  WeightLoader loader(files, isa, /*fuse=*/true, "mtp.layers.");
+  SPLASH_TRY(m->fc_, loader.matrix("mtp.fc.weight", d, 2 * d));
+  SPLASH_TRY(m->norm_embed_, loader.vector("mtp.pre_fc_norm_embedding.weight", d));
+  SPLASH_TRY(m->norm_hidden_, loader.vector("mtp.pre_fc_norm_hidden.weight", d));
+  SPLASH_TRY(m->norm_, loader.vector("mtp.norm.weight", d));
+  for (auto* v : {&m->norm_embed_, &m->norm_hidden_, &m->norm_}) fold_zero_centred_norm(loader, *v);
+  // Layer 0 only: Qwen3-Next and Qwen3.5 ship one (vLLM cycles through several per step).
+  SPLASH_TRY(m->layer_.attn, load_attention(loader, 0, {.qk_norm = true, .output_gate = c.attn_output_gate}));
+  fold_zero_centred_norm(loader, m->layer_.attn.norm);
+  fold_zero_centred_norm(loader, m->layer_.attn.q_norm);
+  fold_zero_centred_norm(loader, m->layer_.attn.k_norm);
+  SPLASH_TRY(m->layer_.mlp, load_swiglu_mlp(loader, 0));
+  fold_zero_centred_norm(loader, m->layer_.mlp.norm);
+  uint64_t bytes = bytes_of(m->fc_) + bytes_of(m->layer_.attn.o) + bytes_of(m->layer_.mlp.down);
+  for (const Projection& p : m->layer_.attn.qkv) bytes += bytes_of(p);
+  for (const Projection& p : m->layer_.mlp.gate_up) bytes += bytes_of(p);
+  m->weight_bytes_ = bytes;
+  return m;
+}
+
+int64_t MtpModel::n_embd() const { return target_->config().n_embd; }
+
+void MtpModel::target_final_norm(float* rows, int64_t n) const {
+  const ModelConfig& c = target_->config();
+  rms_norm(rows, target_->weights().out_norm.data(), c.rms_eps, rows, n, c.n_embd, isa_);
+}
+
+Status MtpModel::step(MtpState& st, const int32_t* tokens, const float* hidden, int64_t n, int64_t pos0,
+                      ThreadPool& pool, float* out, float* logits) const {
+  const ModelConfig& c = target_->config();
+  const ModelWeights& tw = target_->weights();
+  const int64_t d = c.n_embd;
+  if (n <= 0) return {};
+  if (pos0 != st.n_rows()) return make_error("mtp: rows at position ", pos0, " but the cache holds ", st.n_rows());
+  if (pos0 + n > target_->max_context())
+    return make_error("mtp: position ", pos0 + n - 1, " is past the context (", target_->max_context(), ")");
+  for (int64_t i = 0; i < n; ++i)
+    if (tokens[i] < 0 || tokens[i] >= static_cast<int32_t>(c.n_vocab))
+      return make_error("mtp: token ", tokens[i], " is outside the vocabulary");
+
+  // fc input: [norm_e(embed(token)) | norm_h(hidden)] per row.
+  grow(st.in, n * 2 * d);
+  grow(st.x, n * d);
+  for (int64_t i = 0; i < n; ++i) {
+    float* row = st.in.data() + i * 2 * d;
+    dequantize_packed_row(tw.embed, tokens[i], row);
+    rms_norm(row, norm_embed_.data(), c.rms_eps, row, 1, d, isa_);
+    rms_norm(hidden + i * d, norm_hidden_.data(), c.rms_eps, row + d, 1, d, isa_);
+  }
+  matmul(fc_, st.in.data(), st.x.data(), n, pool);
+
+  SPLASH_TRY_STATUS(reserve_rows(st, c, pos0 + n));
+  SPLASH_TRY_STATUS(st.pool.append(st.table, n));
+  Workspace& ws = st.ws;
+  const int64_t q_dim = int64_t{c.n_head} * c.head_dim, kv_dim = int64_t{c.n_head_kv} * c.head_dim;
+  grow(ws.h, n * d);
+  grow(ws.qkv, n * ((c.attn_output_gate ? 2 : 1) * q_dim + 2 * kv_dim));
+  grow(ws.q, n * q_dim);
+  grow(ws.k, n * kv_dim);
+  grow(ws.v, n * kv_dim);
+  grow(ws.att, n * q_dim);
+  grow(ws.ff, n * 2 * int64_t{c.n_ff});
+  grow(ws.act, n * c.n_ff);
+  grow(ws.out, n * d);
+  st.pos.resize(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) st.pos[static_cast<size_t>(i)] = static_cast<int32_t>(pos0 + i);
+  const RowRun run{&st.table, 0, n, pos0, nullptr};
+  LayerContext ctx;
+  ctx.config = &c;
+  ctx.rope = &tw.rope;
+  ctx.kv = &st.pool;
+  ctx.threads = &pool;
+  ctx.isa = isa_;
+  ctx.il = 0;
+  ctx.kv_layer = 0;
+  ctx.n_rows = n;
+  ctx.x = st.x.data();
+  ctx.positions = st.pos.data();
+  ctx.runs = {&run, 1};
+  ctx.ws = &ws;
+  attention_block(layer_.attn, ctx);
+  swiglu_mlp_block(layer_.mlp, ctx);
+
+  rms_norm(st.x.data(), norm_.data(), c.rms_eps, out, n, d, isa_);
+  if (logits != nullptr) matmul(tw.output_matrix(), out + (n - 1) * d, logits, 1, pool);
+  return {};
+}
+
+}  // namespace splash
