@@ -211,8 +211,9 @@ def _linear_attention(m, L, il, h, cache, qa):
     return qa(o.reshape(T, nv * dv)) @ L["out"].T
 
 
-def forward(m, tokens, cache, qa=None):
-    """qa: rounding of every matmul input (model.int8_acts) or None."""
+def forward(m, tokens, cache, qa=None, hidden=None):
+    """qa: rounding of every matmul input (model.int8_acts) or None. hidden: a list that receives
+    the final-normed hidden states [T, dim] (what the MTP head reads, mtp.py)."""
     qa = qa or (lambda v: v)
     T = len(tokens)
     pos = np.arange(cache.n_past, cache.n_past + T)
@@ -226,4 +227,7 @@ def forward(m, tokens, cache, qa=None):
         h = qa(_rms(x, L["ffn_norm"], m.eps))
         x = x + qa(_silu(h @ L["gate"].T) * (h @ L["up"].T)) @ L["down"].T
     cache.n_past += T
-    return qa(_rms(x, m.out_norm, m.eps)) @ m.output.T
+    normed = _rms(x, m.out_norm, m.eps)
+    if hidden is not None:
+        hidden.append(normed)
+    return qa(normed) @ m.output.T
