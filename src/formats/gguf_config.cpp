@@ -90,6 +90,11 @@ Result<ModelConfig> model_config_from_gguf(const gguf::GgufFile& f) {
   SPLASH_TRY_STATUS(opt_u32(f, p + "expert_feed_forward_length", c.n_ff_expert));
   SPLASH_TRY_STATUS(opt_u32(f, p + "expert_shared_feed_forward_length", c.n_ff_shared_expert));
   SPLASH_TRY_STATUS(opt_u32(f, p + "nextn_predict_layers", c.n_mtp_layers));
+  // llama.cpp counts MTP (nextn) blocks in block_count and stores them after the model's layers
+  // (blk.<n_layer>.nextn.eh_proj ...): the model's own layers are the first block_count - nextn.
+  if (c.n_mtp_layers > 0 && c.n_mtp_layers < c.n_layer &&
+      f.find_tensor(str_cat("blk.", c.n_layer - c.n_mtp_layers, ".nextn.eh_proj.weight")) != nullptr)
+    c.n_layer -= c.n_mtp_layers;
   if (c.n_expert > 0) {
     // llama.cpp's key; its qwen3moe graph always renormalizes the top-k weights.
     if (f.has(p + "expert_weights_norm")) {

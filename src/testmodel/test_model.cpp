@@ -138,8 +138,7 @@ Status validate_test_model_spec(const TestModelSpec& s) {
   }
   if (s.n_mtp_layers > 0) {
     if (!s.hybrid()) return make_error("test model: an MTP head (--mtp) needs a hybrid arch (qwen3_next, qwen3_5)");
-    if (s.format != TestModelFormat::kSafetensors || s.mlx_bits != 0)
-      return make_error("test model: MTP heads are written in plain safetensors only (--format safetensors, no --mlx-bits)");
+    if (s.mlx_bits != 0) return make_error("test model: MTP heads are written in GGUF and plain safetensors (no --mlx-bits)");
     if (s.n_mtp_layers > 1) return make_error("test model: n_mtp_layers ", s.n_mtp_layers, " (only 1 is written)");
   }
   if (s.moe()) {

@@ -78,9 +78,10 @@ struct TestModelSpec {
   // MLX mixed bits: the linear-attention projections use these bits instead of mlx_bits (0 = same),
   // declared per module in config.json's "quantization" as mlx-lm writes mixed checkpoints.
   uint32_t mlx_linear_bits = 0;
-  // Multi-token-prediction head (qwen3_next / qwen3_5, safetensors only): n_mtp_layers > 0 writes
-  // mtp.fc, mtp.pre_fc_norm_embedding / _hidden, mtp.norm and mtp.layers.0.* (a gated attention
-  // layer with a dense MLP) and config.json mtp_num_hidden_layers (spec/mtp/mtp_model.h).
+  // Multi-token-prediction head (qwen3_next / qwen3_5; not MLX): n_mtp_layers > 0 writes mtp.fc,
+  // mtp.pre_fc_norm_embedding / _hidden, mtp.norm and mtp.layers.0.* (a gated attention layer with
+  // a dense MLP) and config.json mtp_num_hidden_layers; in GGUF llama.cpp's layout: block_count
+  // + 1, <arch>.nextn_predict_layers, blk.<n_layer>.nextn.* (spec/mtp/mtp_model.h).
   uint32_t n_mtp_layers = 0;
 
   bool hybrid() const { return arch == "qwen3_next" || arch == "qwen3_5"; }

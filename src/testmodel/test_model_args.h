@@ -11,7 +11,7 @@
 //   --rope-theta F --rms-eps F --tie | --no-tie --seed N
 //   --experts N --experts-used N --expert-ffn N --shared-expert-ffn N --no-norm-topk   (qwen3_moe)
 //   --interval N --layer-types --linear-heads K,V --linear-head-dim N --mlx-linear-bits N   (hybrids)
-//   --mtp N               an MTP head (hybrids in safetensors; N = 1)
+//   --mtp N               an MTP head (hybrids, GGUF or plain safetensors; N = 1)
 //   --tokenizer PATH      a real tokenizer.json (e.g. Qwen3's) instead of the synthetic one
 //   --out PATH            output file (gguf) or directory (safetensors); required
 #pragma once

@@ -4,6 +4,7 @@
 
 #include "core/check.h"
 #include "core/result.h"
+#include "formats/tensor_names.h"
 
 namespace splash::testmodel {
 namespace {
@@ -141,9 +142,12 @@ static void plan_hybrid_layers(const TestModelSpec& spec, std::vector<TensorPlan
 }
 
 // The MTP head (Qwen3-Next names): fc over [embedding | hidden], three zero-centred norms and one
-// gated full-attention decoder layer with a dense MLP under mtp.layers.0.
+// gated full-attention decoder layer with a dense MLP under mtp.layers.0. GGUF (llama.cpp's
+// layout): one more block after the model's layers, blk.<n_layer>.nextn.{eh_proj, enorm, hnorm,
+// shared_head_norm} and the layer's tensors under their usual blk.<n_layer>.* names.
 static void plan_mtp_head(const TestModelSpec& spec, std::vector<TensorPlan>& out) {
   const uint64_t d = spec.n_embd;
+  const size_t first = out.size();
   const uint64_t q_dim = uint64_t{spec.n_head} * spec.head_dim, kv_dim = uint64_t{spec.n_head_kv} * spec.head_dim;
   auto inv_sqrt = [](uint64_t n) { return 1.0f / std::sqrt(static_cast<float>(n)); };
   auto add = [&](std::string name, std::vector<uint64_t> shape, TensorKind kind, float scale) {
@@ -165,6 +169,17 @@ static void plan_mtp_head(const TestModelSpec& spec, std::vector<TensorPlan>& ou
   add(p + "mlp.up_proj.weight", {spec.n_ff, d}, TensorKind::kMatrix, inv_sqrt(d));
   add(p + "mlp.down_proj.weight", {d, spec.n_ff}, TensorKind::kMatrix, inv_sqrt(spec.n_ff));
   add("mtp.norm.weight", {d}, TensorKind::kNormZero, 0.1f);
+  const std::string blk = str_cat("blk.", spec.n_layer, ".");
+  for (size_t i = first; i < out.size(); ++i) {
+    TensorPlan& t = out[i];
+    if (t.kind == TensorKind::kNormZero) t.gguf_transform = GgufTransform::kPlusOne;
+    if (t.hf_name == "mtp.fc.weight") t.gguf_name = blk + "nextn.eh_proj.weight";
+    else if (t.hf_name == "mtp.pre_fc_norm_embedding.weight") t.gguf_name = blk + "nextn.enorm.weight";
+    else if (t.hf_name == "mtp.pre_fc_norm_hidden.weight") t.gguf_name = blk + "nextn.hnorm.weight";
+    else if (t.hf_name == "mtp.norm.weight") t.gguf_name = blk + "nextn.shared_head_norm.weight";
+    else if (t.hf_name == p + "post_attention_layernorm.weight") t.gguf_name = blk + "post_attention_norm.weight";
+    else t.gguf_name = hf_to_gguf_name(str_cat("model.layers.", spec.n_layer, ".", t.hf_name.substr(p.size()))).value();
+  }
 }
 
 std::vector<TensorPlan> plan_tensors(const TestModelSpec& spec, uint32_t n_vocab) {

@@ -65,7 +65,9 @@ Status set_metadata(gguf::GgufWriter& w, const TestModelSpec& s, const Tokenizer
   SPLASH_TRY_STATUS(w.set_u32("general.quantization_version", 2));
   SPLASH_TRY_STATUS(w.set_u32(a + ".context_length", s.context_length));
   SPLASH_TRY_STATUS(w.set_u32(a + ".embedding_length", s.n_embd));
-  SPLASH_TRY_STATUS(w.set_u32(a + ".block_count", s.n_layer));
+  // llama.cpp counts the MTP (nextn) blocks in block_count.
+  SPLASH_TRY_STATUS(w.set_u32(a + ".block_count", s.n_layer + s.n_mtp_layers));
+  if (s.n_mtp_layers > 0) SPLASH_TRY_STATUS(w.set_u32(a + ".nextn_predict_layers", s.n_mtp_layers));
   SPLASH_TRY_STATUS(w.set_u32(a + ".feed_forward_length", s.n_ff));
   SPLASH_TRY_STATUS(w.set_u32(a + ".attention.head_count", s.n_head));
   SPLASH_TRY_STATUS(w.set_u32(a + ".attention.head_count_kv", s.n_head_kv));

@@ -156,6 +156,10 @@ def _load_gguf_hybrid(g, arch, compute_dtype):
     m.arch = hybrid.GGUF_ARCHS[arch]
     m.dim = int(md[f"{arch}.embedding_length"])
     m.n_layers = int(md[f"{arch}.block_count"])
+    # llama.cpp counts MTP (nextn) blocks in block_count, after the model's own layers (mtp.py).
+    nextn = int(md.get(f"{arch}.nextn_predict_layers", 0))
+    if nextn and f"blk.{m.n_layers - nextn}.nextn.eh_proj.weight" in g.tensors:
+        m.n_layers -= nextn
     m.n_head = int(md[f"{arch}.attention.head_count"])
     m.n_head_kv = int(md.get(f"{arch}.attention.head_count_kv", m.n_head))
     m.head_dim = int(md[f"{arch}.attention.key_length"])

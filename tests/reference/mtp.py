@@ -6,7 +6,9 @@ MTP modules of vLLM / SGLang describe the same computation):
 * Tensors: mtp.fc.weight [dim, 2 dim]; mtp.pre_fc_norm_embedding.weight, mtp.pre_fc_norm_hidden.weight,
   mtp.norm.weight (zero-centred RMSNorms: y = x / rms(x) * (1 + w)); mtp.layers.0.* a gated
   full-attention decoder layer with a dense SwiGLU MLP, named like the model's own layers. The MTP
-  head uses the model's token table and output head.
+  head uses the model's token table and output head. GGUF (llama.cpp's layout): block_count counts
+  one more block, blk.<n_layers>, holding nextn.eh_proj / enorm / hnorm / shared_head_norm and the
+  layer's tensors under their usual names (norms stored as 1 + w).
 * Row i (at the target's position i): e = norm_e(embed(x_{i+1})), h = norm_h(g_i) where g_i is
   the target's final hidden state of token x_i AFTER the target's final norm; x = fc([e | h]);
   x = layer(x) with the head's own K/V cache (causal, RoPE at i); g' = norm(x); logits = head(g')
@@ -15,7 +17,7 @@ MTP modules of vLLM / SGLang describe the same computation):
   each further proposal feeds (previous proposal, previous g') as the row at the next position.
 
 CLI (used by tests/unit/spec/mtp_test.cpp):
-  mtp.py --model DIR --tokens 1,2,3,... --n-draft K --out OUT.f32
+  mtp.py --model DIR|FILE.gguf --tokens 1,2,3,... --n-draft K --out OUT.f32
 writes [K, n_vocab] float32 logits of the K drafting steps (raw, row-major) and prints the
 proposals as a comma-separated line.
 """
@@ -33,7 +35,9 @@ import model as ref_model  # noqa: E402
 import readers  # noqa: E402
 
 
-def load_mtp(path):
+def load_mtp(path, m):
+    if not os.path.isdir(path):
+        return _load_mtp_gguf(m)
     st = readers.SafetensorsDir(path)
     t = lambda n: st.tensor(n).astype(np.float64)
     one = lambda n: 1.0 + t(n)
@@ -47,6 +51,21 @@ def load_mtp(path):
                wo=t(a + "o_proj.weight"), q_norm=one(a + "q_norm.weight"), k_norm=one(a + "k_norm.weight"),
                gate=t(p + "mlp.gate_proj.weight"), up=t(p + "mlp.up_proj.weight"),
                down=t(p + "mlp.down_proj.weight")))
+
+
+def _load_mtp_gguf(m):
+    """llama.cpp's layout: block n_layers holds nextn.{eh_proj, enorm, hnorm, shared_head_norm} and the
+    layer under its usual names; zero-centred norms are stored as 1 + w already."""
+    g = m.gguf
+    t = lambda n: g.tensor(n).astype(np.float64)
+    b = f"blk.{m.n_layers}."
+    return dict(
+        fc=t(b + "nextn.eh_proj.weight"), norm_e=t(b + "nextn.enorm.weight"), norm_h=t(b + "nextn.hnorm.weight"),
+        norm=t(b + "nextn.shared_head_norm.weight"),
+        L=dict(attn_norm=t(b + "attn_norm.weight"), ffn_norm=t(b + "post_attention_norm.weight"),
+               wq=t(b + "attn_q.weight"), wk=t(b + "attn_k.weight"), wv=t(b + "attn_v.weight"),
+               wo=t(b + "attn_output.weight"), q_norm=t(b + "attn_q_norm.weight"), k_norm=t(b + "attn_k_norm.weight"),
+               gate=t(b + "ffn_gate.weight"), up=t(b + "ffn_up.weight"), down=t(b + "ffn_down.weight")))
 
 
 class MtpCache:
@@ -99,7 +118,7 @@ def main():
     m = ref_model.load(a.model)
     if not getattr(m, "hybrid", False):
         sys.exit("mtp.py: the model is not a qwen3_next / qwen3_5 hybrid")
-    props, logits = draft(m, load_mtp(a.model), [int(t) for t in a.tokens.split(",")], a.n_draft)
+    props, logits = draft(m, load_mtp(a.model, m), [int(t) for t in a.tokens.split(",")], a.n_draft)
     logits.astype(np.float32).tofile(a.out)
     print(",".join(str(p) for p in props))
 

@@ -146,7 +146,9 @@ class MtpSource final : public DrafterSource {
 }  // namespace
 
 bool has_mtp_head(const ModelFiles& files, const Model& target) {
-  return target.config().n_mtp_layers > 0 && files.find("mtp.fc.weight") != nullptr;
+  const ModelConfig& c = target.config();
+  if (c.n_mtp_layers == 0) return false;
+  return files.find("mtp.fc.weight") != nullptr || files.find(str_cat("blk.", c.n_layer, ".nextn.eh_proj.weight")) != nullptr;
 }
 
 Result<std::unique_ptr<DrafterSource>> make_mtp_source(const ModelFiles& files, const Model& target, int threads) {

@@ -41,6 +41,22 @@ Status reserve_rows(MtpState& st, const ModelConfig& c, int64_t n_tokens) {
   return {};
 }
 
+// Where the head's tensors are: safetensors mtp.*; GGUF (llama.cpp) one more block after the
+// model's layers, blk.<n_layer>.nextn.* plus the layer's usual names (read as model.layers.<n_layer>).
+struct MtpTensorNames {
+  std::string fc, norm_embed, norm_hidden, norm, layer_prefix;
+  int layer = 0;
+};
+
+MtpTensorNames mtp_tensor_names(const ModelFiles& files, const ModelConfig& c) {
+  if (files.format() != ModelFormat::kGguf)
+    return {"mtp.fc.weight", "mtp.pre_fc_norm_embedding.weight", "mtp.pre_fc_norm_hidden.weight", "mtp.norm.weight",
+            "mtp.layers.", 0};
+  const std::string blk = str_cat("blk.", c.n_layer, ".nextn.");
+  return {blk + "eh_proj.weight", blk + "enorm.weight", blk + "hnorm.weight", blk + "shared_head_norm.weight",
+          "model.layers.", static_cast<int>(c.n_layer)};
+}
+
 uint64_t bytes_of(const PackedWeights& w) { return static_cast<uint64_t>(w.packed_bytes()); }
 uint64_t bytes_of(const Projection& p) { return bytes_of(p.w); }
 
@@ -52,28 +68,28 @@ Result<std::unique_ptr<MtpModel>> MtpModel::load(const ModelFiles& files, const 
     return make_error(files.path(), ": MTP heads are supported for qwen3_next and qwen3_5, not ", c.architecture);
   if (c.n_mtp_layers == 0)
     return make_error(files.path(), ": the model has no MTP head (config mtp_num_hidden_layers / nextn_predict_layers is 0)");
-  if (files.format() == ModelFormat::kGguf)
-    return make_error(files.path(), ": MTP heads are read from safetensors checkpoints only (GGUF nextn tensors are not supported yet)");
   if (c.n_expert > 0) return make_error(files.path(), ": mixture-of-experts MTP layers are not supported yet");
-  if (files.find("mtp.fc.weight") == nullptr)
-    return make_error(files.path(), ": config declares ", c.n_mtp_layers,
-                      " MTP layer(s) but tensor 'mtp.fc.weight' is missing (a checkpoint converted without its MTP head?)");
+  const MtpTensorNames names = mtp_tensor_names(files, c);
+  if (files.find(names.fc) == nullptr)
+    return make_error(files.path(), ": config declares ", c.n_mtp_layers, " MTP layer(s) but tensor '", names.fc,
+                      "' is missing (a checkpoint converted without its MTP head?)");
   auto m = std::unique_ptr<MtpModel>(new MtpModel());
   m->target_ = &target;
   m->isa_ = isa;
   const int64_t d = c.n_embd;
-  WeightLoader loader(files, isa, /*fuse=*/true, "mtp.layers.");
-  SPLASH_TRY(m->fc_, loader.matrix("mtp.fc.weight", d, 2 * d));
-  SPLASH_TRY(m->norm_embed_, loader.vector("mtp.pre_fc_norm_embedding.weight", d));
-  SPLASH_TRY(m->norm_hidden_, loader.vector("mtp.pre_fc_norm_hidden.weight", d));
-  SPLASH_TRY(m->norm_, loader.vector("mtp.norm.weight", d));
+  WeightLoader loader(files, isa, /*fuse=*/true, names.layer_prefix);
+  SPLASH_TRY(m->fc_, loader.matrix(names.fc, d, 2 * d));
+  SPLASH_TRY(m->norm_embed_, loader.vector(names.norm_embed, d));
+  SPLASH_TRY(m->norm_hidden_, loader.vector(names.norm_hidden, d));
+  SPLASH_TRY(m->norm_, loader.vector(names.norm, d));
   for (auto* v : {&m->norm_embed_, &m->norm_hidden_, &m->norm_}) fold_zero_centred_norm(loader, *v);
-  // Layer 0 only: Qwen3-Next and Qwen3.5 ship one (vLLM cycles through several per step).
-  SPLASH_TRY(m->layer_.attn, load_attention(loader, 0, {.qk_norm = true, .output_gate = c.attn_output_gate}));
+  // The first MTP layer only: Qwen3-Next and Qwen3.5 ship one (vLLM cycles through several).
+  SPLASH_TRY(m->layer_.attn,
+             load_attention(loader, names.layer, {.qk_norm = true, .output_gate = c.attn_output_gate}));
   fold_zero_centred_norm(loader, m->layer_.attn.norm);
   fold_zero_centred_norm(loader, m->layer_.attn.q_norm);
   fold_zero_centred_norm(loader, m->layer_.attn.k_norm);
-  SPLASH_TRY(m->layer_.mlp, load_swiglu_mlp(loader, 0));
+  SPLASH_TRY(m->layer_.mlp, load_swiglu_mlp(loader, names.layer));
   fold_zero_centred_norm(loader, m->layer_.mlp.norm);
   uint64_t bytes = bytes_of(m->fc_) + bytes_of(m->layer_.attn.o) + bytes_of(m->layer_.mlp.down);
   for (const Projection& p : m->layer_.attn.qkv) bytes += bytes_of(p);

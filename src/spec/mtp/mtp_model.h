@@ -2,7 +2,9 @@
 // "MTP head"), used as a drafter. Tensors (safetensors): mtp.fc [n_embd, 2 n_embd],
 // mtp.pre_fc_norm_embedding, mtp.pre_fc_norm_hidden, mtp.norm (zero-centred RMSNorms, 1 + w) and
 // mtp.layers.0.* (one gated full-attention decoder layer with a dense SwiGLU MLP, named as the
-// target's layers). It has no embedding or head of its own: it uses the target's.
+// target's layers). GGUF (llama.cpp's layout): one more block after the model's layers,
+// blk.<n_layer>.nextn.{eh_proj, enorm, hnorm, shared_head_norm} and that block's layer tensors.
+// It has no embedding or head of its own: it uses the target's.
 //
 // One row i (position i, the target's position of token x_i):
 //   e = norm_e(embed(x_{i+1}))          the token that follows x_i

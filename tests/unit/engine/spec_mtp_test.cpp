@@ -40,10 +40,11 @@ struct Cleanup {
 
 bool have_hybrid() { return find_architecture("qwen3_next") != nullptr; }
 
-std::string write_preset(const std::string& preset, uint64_t seed) {
+std::string write_preset(const std::string& preset, uint64_t seed, bool gguf = false) {
   auto spec = test_model_preset(preset);
   EXPECT_TRUE(spec.ok()) << spec.error_message();
   spec->seed = seed;
+  if (gguf) spec->format = TestModelFormat::kGguf;
   const std::string path = temp_dir() + "/" + preset + "_" + std::to_string(seed) + (spec->format == TestModelFormat::kGguf ? ".gguf" : "");
   if (!std::filesystem::exists(path)) {
     EXPECT_TRUE(write_test_model(*spec, path).ok());
@@ -142,12 +143,17 @@ Status observe(Drafter& d, const std::vector<int32_t>& all, int64_t from_token, 
 
 constexpr float kLogitTol = 1e-4f;  // float32 kernels vs float64 numpy; measured ~1e-6
 
-TEST(MtpDrafter, LogitsAndProposalsMatchNumpyReference) {
+class MtpReference : public ::testing::TestWithParam<bool> {};
+
+TEST_P(MtpReference, LogitsAndProposalsMatchNumpyReference) {
   if (!have_hybrid()) GTEST_SKIP() << "qwen3_next not in this build";
   if (!have_numpy()) GTEST_SKIP() << "/usr/bin/python3 with numpy is not available";
-  const std::string path = write_preset("tiny-qwen3-next-mtp", 3);
+  const bool gguf = GetParam();
+  const std::string path = write_preset("tiny-qwen3-next-mtp", 3, gguf);
   auto m = load_model(path);
   ASSERT_TRUE(m);
+  EXPECT_EQ(m->model.config().n_layer, 4u) << "GGUF block_count counts the nextn block; the model has 4 layers";
+  EXPECT_EQ(m->model.config().n_mtp_layers, 1u);
   const int64_t d = m->model.config().n_embd, nv = m->model.config().n_vocab;
   auto mtp = MtpModel::load(m->files, m->model);
   ASSERT_TRUE(mtp.ok()) << mtp.error_message();
@@ -169,7 +175,7 @@ TEST(MtpDrafter, LogitsAndProposalsMatchNumpyReference) {
   ASSERT_TRUE(reference_draft(path, tokens, k, ref_props, ref_logits, nv));
   const float diff1 = max_abs_diff(model_draft_logits(**mtp, tokens, k), ref_logits);
   EXPECT_LT(diff1, kLogitTol);
-  std::printf("mtp logits vs numpy: max |diff| %.2e (round 1)\n", diff1);
+  std::printf("mtp logits vs numpy (%s): max |diff| %.2e (round 1)\n", gguf ? "GGUF" : "safetensors", diff1);
   const std::vector<float> h_long = target_hidden(m->model, longer);
   ASSERT_TRUE(observe(*drafter, tokens, 0, h_long, 0, static_cast<int64_t>(tokens.size()), d).ok());
   auto p1 = drafter->propose(k);
@@ -202,6 +208,9 @@ TEST(MtpDrafter, LogitsAndProposalsMatchNumpyReference) {
   EXPECT_EQ(*p4, ref_props) << "after rollback";
 }
 
+INSTANTIATE_TEST_SUITE_P(Formats, MtpReference, ::testing::Values(false, true),
+                         [](const ::testing::TestParamInfo<bool>& i) { return i.param ? "Gguf" : "Safetensors"; });
+
 struct GenRun {
   GenerateStats stats;
   std::string text;
@@ -232,24 +241,26 @@ std::vector<int32_t> prompt_of(const Tokenizer& tok, const char* text) {
 
 TEST(MtpDrafter, GreedyGenerateEqualsPlainDecoding) {
   if (!have_hybrid()) GTEST_SKIP() << "qwen3_next not in this build";
-  auto m = load_model(write_preset("tiny-qwen3-next-mtp", 1));
-  ASSERT_TRUE(m);
-  ASSERT_GT(m->model.recurrent_state_floats(), 0) << "a hybrid: rejected rows roll the recurrent state back";
-  ThreadPool pool(2);
-  auto src = make_mtp_source(m->files, m->model, pool);
-  ASSERT_TRUE(src.ok()) << src.error_message();
-  for (const char* text : {"the cat sat on the mat. the cat sat on", "x"}) {
-    const auto prompt = prompt_of(*m->tokenizer, text);
-    const GenRun plain = generate_with(*m, prompt, 32, 1, nullptr);
-    for (int block : {2, 4, 8}) {
-      const GenRun spec = generate_with(*m, prompt, 32, block, src->get());
-      EXPECT_EQ(spec.stats.tokens, plain.stats.tokens) << text << " block " << block;
-      EXPECT_EQ(spec.text, plain.text) << text << " block " << block;
-      EXPECT_EQ(spec.stats.stop, plain.stats.stop);
-      if (plain.stats.n_generated > 2) {
-        EXPECT_GT(spec.stats.drafted_tokens, 0) << "the MTP head proposes";
+  for (bool gguf : {false, true}) {
+    auto m = load_model(write_preset("tiny-qwen3-next-mtp", 1, gguf));
+    ASSERT_TRUE(m);
+    ASSERT_GT(m->model.recurrent_state_floats(), 0) << "a hybrid: rejected rows roll the recurrent state back";
+    ThreadPool pool(2);
+    auto src = make_mtp_source(m->files, m->model, pool);
+    ASSERT_TRUE(src.ok()) << src.error_message();
+    for (const char* text : {"the cat sat on the mat. the cat sat on", "x"}) {
+      const auto prompt = prompt_of(*m->tokenizer, text);
+      const GenRun plain = generate_with(*m, prompt, 32, 1, nullptr);
+      for (int block : {2, 4, 8}) {
+        const GenRun spec = generate_with(*m, prompt, 32, block, src->get());
+        EXPECT_EQ(spec.stats.tokens, plain.stats.tokens) << (gguf ? "GGUF " : "") << text << " block " << block;
+        EXPECT_EQ(spec.text, plain.text) << (gguf ? "GGUF " : "") << text << " block " << block;
+        EXPECT_EQ(spec.stats.stop, plain.stats.stop);
+        if (plain.stats.n_generated > 2) {
+          EXPECT_GT(spec.stats.drafted_tokens, 0) << "the MTP head proposes";
+        }
+        EXPECT_LE(spec.stats.accepted_draft_tokens, spec.stats.drafted_tokens);
       }
-      EXPECT_LE(spec.stats.accepted_draft_tokens, spec.stats.drafted_tokens);
     }
   }
 }
