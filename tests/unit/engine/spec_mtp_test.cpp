@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <tuple>
 
 #include "engine/generate.h"
 #include "gtest/gtest.h"
@@ -40,12 +41,14 @@ struct Cleanup {
 
 bool have_hybrid() { return find_architecture("qwen3_next") != nullptr; }
 
-std::string write_preset(const std::string& preset, uint64_t seed, bool gguf = false) {
+std::string write_preset(const std::string& preset, uint64_t seed, bool gguf = false, const std::string& arch = "") {
   auto spec = test_model_preset(preset);
   EXPECT_TRUE(spec.ok()) << spec.error_message();
   spec->seed = seed;
   if (gguf) spec->format = TestModelFormat::kGguf;
-  const std::string path = temp_dir() + "/" + preset + "_" + std::to_string(seed) + (spec->format == TestModelFormat::kGguf ? ".gguf" : "");
+  if (!arch.empty()) spec->arch = arch;
+  const std::string path = temp_dir() + "/" + preset + "_" + spec->arch + "_" + std::to_string(seed) +
+                           (spec->format == TestModelFormat::kGguf ? ".gguf" : "");
   if (!std::filesystem::exists(path)) {
     EXPECT_TRUE(write_test_model(*spec, path).ok());
   }
@@ -143,13 +146,15 @@ Status observe(Drafter& d, const std::vector<int32_t>& all, int64_t from_token, 
 
 constexpr float kLogitTol = 1e-4f;  // float32 kernels vs float64 numpy; measured ~1e-6
 
-class MtpReference : public ::testing::TestWithParam<bool> {};
+// (arch, GGUF?): both hybrids name their MTP tensors alike.
+class MtpReference : public ::testing::TestWithParam<std::tuple<const char*, bool>> {};
 
 TEST_P(MtpReference, LogitsAndProposalsMatchNumpyReference) {
-  if (!have_hybrid()) GTEST_SKIP() << "qwen3_next not in this build";
+  const std::string arch = std::get<0>(GetParam());
+  const bool gguf = std::get<1>(GetParam());
+  if (find_architecture(arch) == nullptr) GTEST_SKIP() << arch << " not in this build";
   if (!have_numpy()) GTEST_SKIP() << "/usr/bin/python3 with numpy is not available";
-  const bool gguf = GetParam();
-  const std::string path = write_preset("tiny-qwen3-next-mtp", 3, gguf);
+  const std::string path = write_preset("tiny-qwen3-next-mtp", 3, gguf, arch);
   auto m = load_model(path);
   ASSERT_TRUE(m);
   EXPECT_EQ(m->model.config().n_layer, 4u) << "GGUF block_count counts the nextn block; the model has 4 layers";
@@ -175,7 +180,8 @@ TEST_P(MtpReference, LogitsAndProposalsMatchNumpyReference) {
   ASSERT_TRUE(reference_draft(path, tokens, k, ref_props, ref_logits, nv));
   const float diff1 = max_abs_diff(model_draft_logits(**mtp, tokens, k), ref_logits);
   EXPECT_LT(diff1, kLogitTol);
-  std::printf("mtp logits vs numpy (%s): max |diff| %.2e (round 1)\n", gguf ? "GGUF" : "safetensors", diff1);
+  std::printf("mtp logits vs numpy (%s %s): max |diff| %.2e (round 1)\n", arch.c_str(), gguf ? "GGUF" : "safetensors",
+              diff1);
   const std::vector<float> h_long = target_hidden(m->model, longer);
   ASSERT_TRUE(observe(*drafter, tokens, 0, h_long, 0, static_cast<int64_t>(tokens.size()), d).ok());
   auto p1 = drafter->propose(k);
@@ -208,8 +214,11 @@ TEST_P(MtpReference, LogitsAndProposalsMatchNumpyReference) {
   EXPECT_EQ(*p4, ref_props) << "after rollback";
 }
 
-INSTANTIATE_TEST_SUITE_P(Formats, MtpReference, ::testing::Values(false, true),
-                         [](const ::testing::TestParamInfo<bool>& i) { return i.param ? "Gguf" : "Safetensors"; });
+INSTANTIATE_TEST_SUITE_P(ArchFormats, MtpReference,
+                         ::testing::Combine(::testing::Values("qwen3_next", "qwen3_5"), ::testing::Bool()),
+                         [](const ::testing::TestParamInfo<std::tuple<const char*, bool>>& i) {
+                           return std::string(std::get<0>(i.param)) + (std::get<1>(i.param) ? "_gguf" : "_safetensors");
+                         });
 
 struct GenRun {
   GenerateStats stats;
