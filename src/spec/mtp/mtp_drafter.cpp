@@ -29,7 +29,7 @@ class MtpDrafter final : public Drafter {
 
   Status observe(const DraftObservation& obs) override {
     tokens_.insert(tokens_.end(), obs.tokens.begin(), obs.tokens.end());
-    if (obs.n_hidden_rows <= 0 || obs.hidden == nullptr) return {};
+    if (obs.n_hidden_rows <= 0 || obs.hidden == nullptr) return run_ready();
     if (obs.hidden_width != d_)
       return make_error("mtp: hidden rows are ", obs.hidden_width, " wide, the MTP head reads ", d_,
                         " (the target's last layer)");
@@ -45,7 +45,7 @@ class MtpDrafter final : public Drafter {
     float* dst = pend_.data() + (p0 - pend_pos0_) * d_;
     std::copy_n(obs.hidden, n * d_, dst);
     model_->target_final_norm(dst, n);
-    return {};
+    return run_ready();
   }
 
   void rollback(int64_t n_committed) override {
@@ -60,23 +60,11 @@ class MtpDrafter final : public Drafter {
     const int64_t n = n_committed();
     if (max_tokens <= 0 || n < 2) return out;
     const int64_t last_row = n - 2;  // MTP row of (x_{n-2}, x_{n-1}) predicts x_n
-    if (last_row >= pend_end()) return out;  // its hidden row has not arrived
+    SPLASH_TRY_STATUS(run_ready());
+    // Not run: its hidden row has not arrived, or went with a rollback. None this time.
+    if (last_out_row_ != last_row) return out;
     const int64_t max_pos = model_->target().max_context();
-    // Rows not yet run, in one pass (committed: their K/V stay).
-    const int64_t first = st_->n_rows();
-    if (first <= last_row) {
-      const int64_t rows = last_row + 1 - first;
-      out_.resize(static_cast<size_t>(rows * d_));
-      SPLASH_TRY_STATUS(model_->step(*st_, tokens_.data() + first + 1, pend_.data() + (first - pend_pos0_) * d_, rows,
-                                     first, pool_, out_.data(), logits_.data()));
-      last_out_.assign(out_.end() - d_, out_.end());
-      last_out_row_ = last_row;
-      forget_before(last_row + 1);
-    } else {
-      // Already run (an earlier propose with no new commits): the logits again from its output.
-      if (last_out_row_ != last_row) return out;  // its hidden row is gone (a rollback): none this time
-      matmul(model_->target().weights().output_matrix(), last_out_.data(), logits_.data(), 1, pool_);
-    }
+    matmul(model_->target().weights().output_matrix(), last_out_.data(), logits_.data(), 1, pool_);
     out.push_back(argmax(logits_));
     // Chain: (proposal, own output) at positions n-1, n, ...; those K/V are dropped afterwards.
     std::vector<float> g = last_out_;
@@ -93,6 +81,25 @@ class MtpDrafter final : public Drafter {
  private:
   int64_t n_committed() const { return static_cast<int64_t>(tokens_.size()); }
   int64_t pend_end() const { return pend_pos0_ + static_cast<int64_t>(pend_.size()) / d_; }
+
+  // Runs every MTP row that can run (hidden row i and token i + 1 both known), in passes of at most
+  // kChunk rows; only the last row's output is kept (the first proposal reads it). Running them as
+  // they arrive keeps at most a few hidden rows waiting (a long prompt's rows are not held).
+  static constexpr int64_t kChunk = 256;
+  Status run_ready() {
+    const int64_t end = std::min(pend_end(), n_committed() - 1);
+    while (st_->n_rows() < end) {
+      const int64_t first = st_->n_rows();
+      const int64_t rows = std::min(end - first, kChunk);
+      out_.resize(static_cast<size_t>(rows * d_));
+      SPLASH_TRY_STATUS(model_->step(*st_, tokens_.data() + first + 1, pend_.data() + (first - pend_pos0_) * d_, rows,
+                                     first, pool_, out_.data(), nullptr));
+      last_out_.assign(out_.end() - d_, out_.end());
+      last_out_row_ = first + rows - 1;
+      forget_before(first + rows);
+    }
+    return {};
+  }
 
   // Forgets hidden rows at positions >= p and the MTP rows that read them. Invariant: the hidden
   // rows kept are those of the rows not run yet (pend_pos0_ == st_->n_rows()).

@@ -3,10 +3,11 @@
 //
 // Per lane: the drafter asks for the target's last layer (hidden_layers() = {n_layer - 1}) and
 // applies the target's final norm to each row. MTP row i needs the hidden row of committed token
-// x_i and the committed token x_{i+1}, so rows 0..n-2 of n committed tokens can be run; propose()
-// runs the rows not yet run in one pass (their K/V stay: committed), takes the argmax of the last
-// row's logits as the first proposal, then chains (proposal, the MTP's own output) for the next
-// ones at positions n-1, n, ... whose K/V are dropped afterwards. Rejected proposals are never
+// x_i and the committed token x_{i+1}, so rows 0..n-2 of n committed tokens can be run; observe()
+// runs them as soon as both are there (passes of up to 256 rows; their K/V stay: committed), so
+// few hidden rows ever wait. propose() takes the argmax of row n-2's logits as the first proposal,
+// then chains (proposal, the MTP's own output) for the next ones at positions n-1, n, ... whose
+// K/V are dropped afterwards. Rejected proposals are never
 // observed, so the cache only holds committed rows. Positions without a hidden row (a prefix-cache
 // hit restores the target's KV without a forward) run with a zero hidden state: it lowers
 // acceptance there, never correctness (verification is exact).

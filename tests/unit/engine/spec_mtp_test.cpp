@@ -6,6 +6,7 @@
 // Acceptance is not tested: random MTP weights rarely agree with the target.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -92,7 +93,7 @@ bool reference_draft(const std::string& model, const std::vector<int32_t>& token
 
 // The target's last-layer rows of `tokens` (a fresh sequence).
 std::vector<float> target_hidden(const Model& model, const std::vector<int32_t>& tokens) {
-  auto kv = KvPagePool::create(model.kv_cache_config(KvFormat::kF32, 16));
+  auto kv = KvPagePool::create(model.kv_cache_config(KvFormat::kF32, 64));
   EXPECT_TRUE(kv.ok());
   ThreadPool threads(2);
   SequenceState seq;
@@ -219,6 +220,42 @@ INSTANTIATE_TEST_SUITE_P(ArchFormats, MtpReference,
                          [](const ::testing::TestParamInfo<std::tuple<const char*, bool>>& i) {
                            return std::string(std::get<0>(i.param)) + (std::get<1>(i.param) ? "_gguf" : "_safetensors");
                          });
+
+// A prompt longer than one pass of rows (256): observed at once and in uneven pieces, the drafter
+// proposes what one MtpModel::step over all rows gives.
+TEST(MtpDrafter, ChunkedRowsEqualOnePass) {
+  if (!have_hybrid()) GTEST_SKIP() << "qwen3_next not in this build";
+  auto m = load_model(write_preset("tiny-qwen3-next-mtp", 4));
+  ASSERT_TRUE(m);
+  const int64_t d = m->model.config().n_embd, nv = m->model.config().n_vocab;
+  std::vector<int32_t> tokens;
+  for (int i = 0; i < 600; ++i) tokens.push_back(static_cast<int32_t>((i * 7919 + 13) % nv));
+  auto mtp = MtpModel::load(m->files, m->model);
+  ASSERT_TRUE(mtp.ok()) << mtp.error_message();
+  const int k = 4;
+  const std::vector<float> logits = model_draft_logits(**mtp, tokens, k);
+  std::vector<int32_t> want;
+  for (int j = 0; j < k; ++j) want.push_back(static_cast<int32_t>(
+      std::max_element(logits.begin() + j * nv, logits.begin() + (j + 1) * nv) - (logits.begin() + j * nv)));
+  const std::vector<float> hidden = target_hidden(m->model, tokens);
+  ThreadPool pool(2);
+  auto src = make_mtp_source(m->files, m->model, pool);
+  ASSERT_TRUE(src.ok());
+  auto whole = (*src)->make();
+  ASSERT_TRUE(observe(*whole, tokens, 0, hidden, 0, static_cast<int64_t>(tokens.size()), d).ok());
+  auto a = whole->propose(k);
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(*a, want);
+  // Pieces as chunked prefill hands them over: all tokens first, rows in three parts.
+  auto pieces = (*src)->make();
+  ASSERT_TRUE(observe(*pieces, tokens, 0, hidden, 0, 37, d).ok());
+  ASSERT_TRUE(observe(*pieces, tokens, static_cast<int64_t>(tokens.size()), hidden, 37, 300, d).ok());
+  ASSERT_TRUE(observe(*pieces, tokens, static_cast<int64_t>(tokens.size()), hidden, 337,
+                      static_cast<int64_t>(tokens.size()) - 337, d).ok());
+  auto b = pieces->propose(k);
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(*b, want);
+}
 
 struct GenRun {
   GenerateStats stats;
