@@ -38,7 +38,8 @@ function runSplash(a, model) {
   const rows = JSON.parse(out);
   const tests = {};
   for (const r of rows) tests[r.test] = r.tok_s;
-  return {tests, info: rows[0] ?? {}};
+  const decode = rows.find((r) => r.decode_bytes_per_token !== undefined);
+  return {tests, info: rows[0] ?? {}, decodeBytes: decode?.decode_bytes_per_token};
 }
 
 function runPeer(a, model) {
@@ -53,7 +54,7 @@ const results = [];
 for (const model of a.models) {
   const ours = {}, peer = {};
   const loads = [];
-  let peerInfo = null, ourInfo = null;
+  let peerInfo = null, ourInfo = null, decodeBytes;
   const add = (into, tests) => { for (const [t, xs] of Object.entries(tests)) (into[t] ??= []).push(...xs); };
   for (let round = 0; round < a.rounds; round++) {
     for (const who of ["ours", "peer", "peer", "ours"]) {  // A B B A
@@ -63,6 +64,7 @@ for (const model of a.models) {
         const r = runSplash(a, model);
         add(ours, r.tests);
         ourInfo = r.info;
+        decodeBytes = r.decodeBytes;
       } else {
         const r = runPeer(a, model);
         add(peer, r.tests);
@@ -76,7 +78,7 @@ for (const model of a.models) {
     ours_samples: ours[t], peer_samples: peer[t]})), load_min: Math.min(...loads), load_max: Math.max(...loads),
     peer_variant: peerInfo?.variant, peer_release: peerInfo?.release, peer_build: peerInfo?.build,
     peer_system_info: peerInfo?.system_info, ours_model: ourInfo?.weights, ours_kv: ourInfo?.kv_format,
-    ours_rss_peak_bytes: ourInfo?.rss_peak_bytes, threads: a.threads});
+    ours_rss_peak_bytes: ourInfo?.rss_peak_bytes, ours_decode_bytes_per_token: decodeBytes, threads: a.threads});
 }
 
 console.log(`| model | test | splash tok/s | llama.cpp tok/s | ratio | load avg (1 min) |`);

@@ -15,7 +15,7 @@ namespace splash::cli {
 
 void add_spec_bench_flags(CLI::App& app, SpecBenchArgs& args) {
   app.add_option("--spec", args.spec.method,
-                 "Also measure speculative decoding with this drafter: auto, dflash, draft, lookup, random (proposes "
+                 "Also measure speculative decoding with this drafter: auto, dflash, draft, lookup, mtp, random (proposes "
                  "garbage: the cost of rejections) or off")
       ->capture_default_str();
   app.add_option("--spec-block", args.spec.block, "Query rows per verify step (last token + N-1 proposals)")
