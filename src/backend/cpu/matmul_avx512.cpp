@@ -1,7 +1,15 @@
 // AVX-512 (VL + VNNI) matmul kernels: the 256-bit kernels of matmul_simd_impl.h with vpdpbusd in
-// place of maddubs + madd. Only called when best_isa_level() is kAvx512.
+// place of maddubs + madd, and 512-bit ones for the x8 layouts (matmul_gemm512_impl.h).
+// Only called when best_isa_level() is kAvx512.
 #include <immintrin.h>
 
+#if defined(__GNUC__) && !defined(__clang__)
+// GCC 12's AVX-512 intrinsics initialise undefined vectors with themselves (GCC bug 105593).
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
+#include <algorithm>
 #include <cstring>
 #include <utility>
 
@@ -15,9 +23,10 @@ namespace splash::cpu {
 namespace {
 #include "backend/cpu/matmul_simd_impl.h"
 #include "backend/cpu/matmul_gemm_impl.h"
+#include "backend/cpu/matmul_gemm512_impl.h"
 }  // namespace
 
-TileKernel avx512_x8_kernel(WeightFormat f) { return x8_kernel(f); }
+TileKernel avx512_x8_kernel(WeightFormat f) { return x16_kernel(f); }
 
 TileKernel avx512_kernel(WeightFormat f) {
   // Float formats gain nothing from VNNI; the AVX2 versions serve them.

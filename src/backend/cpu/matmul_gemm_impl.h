@@ -166,7 +166,7 @@ void x8_tile(const splash::cpu::KernelArgs& a) {
   }
 }
 
-splash::cpu::TileKernel x8_kernel(splash::WeightFormat f) {
+[[maybe_unused]] splash::cpu::TileKernel x8_kernel(splash::WeightFormat f) {
   if (f == splash::WeightFormat::kQ4_0x8) return x8_tile<MicroQ4_0x8>;
   if (f == splash::WeightFormat::kQ8_0x8) return x8_tile<MicroQ8_0x8>;
   return nullptr;

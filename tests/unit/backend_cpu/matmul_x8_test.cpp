@@ -129,7 +129,9 @@ TEST(MatmulX8, Q8ExtremeCodesDoNotSaturate) {
   // Codes -128 against activations +127: every vpmaddubsw pair sum is -2 x 128 x 127 = -32512, the
   // int16 limit the kernel must widen after one step. Also 127 against 127, and mixed rows.
   if (simd_levels().empty()) GTEST_SKIP() << "no AVX2 on this CPU";
-  const int64_t rows = 11, cols = 128, n = 5;
+  // 27 rows: two pairs of groups, the last one partial (the AVX-512 kernel takes 16 rows at a time
+  // when a tile has more than 8 activation rows); n = 5 is the decode path, 12 the prefill one.
+  const int64_t rows = 27, cols = 128;
   std::vector<uint8_t> q8(static_cast<size_t>(rows * cols / 32 * 34));
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t b = 0; b < cols / 32; ++b) {
@@ -138,18 +140,20 @@ TEST(MatmulX8, Q8ExtremeCodesDoNotSaturate) {
       const int8_t code = r % 3 == 0 ? -128 : r % 3 == 1 ? 127 : (b % 2 ? -128 : 127);
       for (int k = 0; k < 32; ++k) blk[2 + k] = static_cast<uint8_t>(code);
     }
-  const auto x = unit_acts(n, cols, false);
-  for (IsaLevel level : simd_levels()) {
-    auto w = pack_weights(DType::kQ8_0, q8.data(), rows, cols, level);
-    ASSERT_TRUE(w.ok() && w->is_x8());
-    ThreadPool pool(2);
-    const auto y = run(*w, x, n, pool);
-    for (int64_t i = 0; i < n; ++i)
-      for (int64_t r = 0; r < rows; ++r) {
-        const double want = r % 3 == 0 ? -128.0 * cols : r % 3 == 1 ? 127.0 * cols : (127.0 - 128.0) * cols / 2;
-        EXPECT_NEAR(y[static_cast<size_t>(i * rows + r)], want, 1e-3 * std::fabs(want) + 1e-3)
-            << isa_level_name(level) << " row " << r;
-      }
+  for (int64_t n : {5, 12}) {
+    const auto x = unit_acts(n, cols, false);
+    for (IsaLevel level : simd_levels()) {
+      auto w = pack_weights(DType::kQ8_0, q8.data(), rows, cols, level);
+      ASSERT_TRUE(w.ok() && w->is_x8());
+      ThreadPool pool(2);
+      const auto y = run(*w, x, n, pool);
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t r = 0; r < rows; ++r) {
+          const double want = r % 3 == 0 ? -128.0 * cols : r % 3 == 1 ? 127.0 * cols : (127.0 - 128.0) * cols / 2;
+          EXPECT_NEAR(y[static_cast<size_t>(i * rows + r)], want, 1e-3 * std::fabs(want) + 1e-3)
+              << isa_level_name(level) << " n " << n << " row " << r;
+        }
+    }
   }
 }
 
@@ -157,7 +161,8 @@ TEST(MatmulX8, Q4ExtremeCodesDoNotSaturate) {
   // Codes 15 (value +7 d) and 0 (value -8 d) against activations of +-127: the AVX2 kernel sums a
   // block's 8 vpmaddubsw results in int16, at most 8 x 3810 = 30480.
   if (simd_levels().empty()) GTEST_SKIP() << "no AVX2 on this CPU";
-  const int64_t rows = 10, cols = 64, n = 6;
+  // 21 rows: a pair of groups and a partial single one; n = 6 decode, 12 prefill (see the Q8 test).
+  const int64_t rows = 21, cols = 64;
   std::vector<uint8_t> q4(static_cast<size_t>(rows * cols / 32 * 18));
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t b = 0; b < cols / 32; ++b) {
@@ -165,6 +170,7 @@ TEST(MatmulX8, Q4ExtremeCodesDoNotSaturate) {
       test::put_u16(blk, f32_to_f16(1.0f));
       std::memset(blk + 2, r % 2 ? 0x00 : 0xFF, 16);
     }
+  for (int64_t n : {6, 12})
   for (bool alternate : {false, true}) {
     const auto x = unit_acts(n, cols, alternate);
     for (IsaLevel level : simd_levels()) {
@@ -176,7 +182,8 @@ TEST(MatmulX8, Q4ExtremeCodesDoNotSaturate) {
         for (int64_t r = 0; r < rows; ++r) {
           const double value = r % 2 ? -8.0 : 7.0;
           const double want = alternate ? 0.0 : value * cols;
-          EXPECT_NEAR(y[static_cast<size_t>(i * rows + r)], want, 1e-3) << isa_level_name(level) << " row " << r;
+          EXPECT_NEAR(y[static_cast<size_t>(i * rows + r)], want, 1e-3)
+              << isa_level_name(level) << " n " << n << " row " << r;
         }
     }
   }

@@ -1,0 +1,180 @@
+// Internal to backend/cpu: 512-bit versions of the x8 micro-kernels (matmul_gemm_impl.h) for
+// AVX-512 VNNI, included only by matmul_avx512.cpp, after matmul_gemm_impl.h and inside its
+// anonymous namespace.
+//
+// The layout stays the x8 one (matmul_repack.h). A call takes two neighbouring groups at once
+// (16 weight rows): per block and step, the lower half of a zmm register is group g's 32-byte step
+// and the upper half group g + 1's, so one broadcast of 4 activation bytes meets the same values of
+// 16 rows and one vpdpbusd does the work of two 256-bit ones. The scales of both groups become one
+// vector of 16 floats, and the result is 16 consecutive floats of the output row.
+
+// Fewer activation rows than this per tile take the 256-bit kernel (see x16_tile).
+constexpr int64_t kX16MinActRows = 8;
+
+inline __m512i load_pair(const uint8_t* p0, const uint8_t* p1) {
+  return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p0))),
+                            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p1)), 1);
+}
+
+inline __m512 scales_pair(const uint8_t* p0, const uint8_t* p1) {
+  const __m256i h = _mm256_inserti128_si256(
+      _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p0))),
+      _mm_loadu_si128(reinterpret_cast<const __m128i*>(p1)), 1);
+  return _mm512_cvtph_ps(h);
+}
+
+inline __m512i bcast4_512(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm512_set1_epi32(v);
+}
+
+// Q4_0x8, groups g (at p0) and g + 1 (at p1) x M activation rows. vpdpbusd sums in int32, so a block
+// needs no widening; Q4_0's -8 folds in as 8 x sum(x) per block, as in the 256-bit kernel.
+template <int M>
+void q4_0x16_micro(const uint8_t* p0, const uint8_t* p1, int64_t nb, const splash::cpu::QuantizedActs& qx,
+                   int64_t i0, __m512* out) {
+  const int8_t* xq[M];
+  const float* xd[M];
+  const int32_t* xs[M];
+  __m512 acc[M];
+  for (int m = 0; m < M; ++m) {
+    xq[m] = qx.q_row(i0 + m);
+    xd[m] = qx.d_row(i0 + m);
+    xs[m] = qx.qsum_row(i0 + m);
+    acc[m] = _mm512_setzero_ps();
+  }
+  const __m512i m4 = _mm512_set1_epi8(0x0F);
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* a0 = p0 + b * splash::cpu::kQ4_0x8BlockBytes;
+    const uint8_t* a1 = p1 + b * splash::cpu::kQ4_0x8BlockBytes;
+    _mm_prefetch(reinterpret_cast<const char*>(a0 + kX8PrefetchBytes), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(a0 + kX8PrefetchBytes + 64), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(a1 + kX8PrefetchBytes), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(a1 + kX8PrefetchBytes + 64), _MM_HINT_T0);
+    __m512i isum[M];
+    for (int m = 0; m < M; ++m) isum[m] = _mm512_setzero_si512();
+    for (int s = 0; s < 4; ++s) {
+      const __m512i v = load_pair(a0 + 16 + 32 * s, a1 + 16 + 32 * s);
+      const __m512i lo = _mm512_and_si512(v, m4);
+      const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+      for (int m = 0; m < M; ++m) {
+        isum[m] = _mm512_dpbusd_epi32(isum[m], lo, bcast4_512(xq[m] + b * 32 + 4 * s));
+        isum[m] = _mm512_dpbusd_epi32(isum[m], hi, bcast4_512(xq[m] + b * 32 + 16 + 4 * s));
+      }
+    }
+    const __m512 d = scales_pair(a0, a1);
+    for (int m = 0; m < M; ++m) {
+      const __m512i i32 = _mm512_sub_epi32(isum[m], _mm512_set1_epi32(8 * xs[m][b]));
+      acc[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i32), _mm512_mul_ps(d, _mm512_set1_ps(xd[m][b])), acc[m]);
+    }
+  }
+  for (int m = 0; m < M; ++m) out[m] = acc[m];
+}
+
+// Q8_0x8, two groups x M activation rows. AVX-512 has no vpsignb: |w| is vpabsb (-128 read as u8
+// 128) and x takes w's sign through a masked negation (mask = w's sign bits), so |w| x (x sign(w))
+// = w x exactly, as in the 256-bit kernel.
+template <int M>
+void q8_0x16_micro(const uint8_t* p0, const uint8_t* p1, int64_t nb, const splash::cpu::QuantizedActs& qx,
+                   int64_t i0, __m512* out) {
+  const int8_t* xq[M];
+  const float* xd[M];
+  __m512 acc[M];
+  for (int m = 0; m < M; ++m) {
+    xq[m] = qx.q_row(i0 + m);
+    xd[m] = qx.d_row(i0 + m);
+    acc[m] = _mm512_setzero_ps();
+  }
+  const __m512i zero = _mm512_setzero_si512();
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* a0 = p0 + b * splash::cpu::kQ8_0x8BlockBytes;
+    const uint8_t* a1 = p1 + b * splash::cpu::kQ8_0x8BlockBytes;
+    for (int64_t off = 0; off < splash::cpu::kQ8_0x8BlockBytes; off += 64) {
+      _mm_prefetch(reinterpret_cast<const char*>(a0 + kX8PrefetchBytes + off), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(a1 + kX8PrefetchBytes + off), _MM_HINT_T0);
+    }
+    __m512i isum[M];
+    for (int m = 0; m < M; ++m) isum[m] = _mm512_setzero_si512();
+    for (int s = 0; s < 8; ++s) {
+      const __m512i v = load_pair(a0 + 16 + 32 * s, a1 + 16 + 32 * s);
+      const __m512i av = _mm512_abs_epi8(v);
+      const __mmask64 neg = _mm512_movepi8_mask(v);
+      for (int m = 0; m < M; ++m) {
+        const __m512i x = bcast4_512(xq[m] + b * 32 + 4 * s);
+        isum[m] = _mm512_dpbusd_epi32(isum[m], av, _mm512_mask_sub_epi8(x, neg, zero, x));
+      }
+    }
+    const __m512 d = scales_pair(a0, a1);
+    for (int m = 0; m < M; ++m)
+      acc[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[m]), _mm512_mul_ps(d, _mm512_set1_ps(xd[m][b])), acc[m]);
+  }
+  for (int m = 0; m < M; ++m) out[m] = acc[m];
+}
+
+struct MicroQ4_0x16 {
+  using Single = MicroQ4_0x8;
+  template <int M>
+  static void run(const uint8_t* p0, const uint8_t* p1, int64_t nb, const splash::cpu::QuantizedActs& qx,
+                  int64_t i0, __m512* out) {
+    q4_0x16_micro<M>(p0, p1, nb, qx, i0, out);
+  }
+};
+struct MicroQ8_0x16 {
+  using Single = MicroQ8_0x8;
+  template <int M>
+  static void run(const uint8_t* p0, const uint8_t* p1, int64_t nb, const splash::cpu::QuantizedActs& qx,
+                  int64_t i0, __m512* out) {
+    q8_0x16_micro<M>(p0, p1, nb, qx, i0, out);
+  }
+};
+
+// y[i0 + m, row0 .. row0 + 16) = v[m], cut to the matrix's real rows (the pair may end in padding).
+template <class Micro, int M>
+void x16_step(const splash::PackedWeights& w, const uint8_t* p0, int64_t nb, const splash::cpu::KernelArgs& a,
+              int64_t i, int64_t row0) {
+  __m512 v[M];
+  Micro::template run<M>(p0, p0 + w.group_bytes(), nb, *a.qx, i, v);
+  const int64_t valid = std::min<int64_t>(16, w.rows() - row0);
+  const __mmask16 keep = static_cast<__mmask16>((1u << valid) - 1u);
+  for (int m = 0; m < M; ++m) _mm512_mask_storeu_ps(a.y + (i + m) * w.rows() + row0, keep, v[m]);
+}
+
+// As x8_tile, two groups per micro-kernel call; an odd last group goes through the 256-bit kernel.
+// Decode tiles (a few activation rows: the weights stream from memory) stay on the 256-bit kernel:
+// its one sequential stream per task pulled ~45% more bandwidth than two interleaved ones on the
+// 151,936 x 1024 output matrix (bench_matmul gemv/Q4_0/output 48 vs 34 GB/s, Q8_0 55 vs 36), while
+// the pairs win 1.7x where the weights are reused across many activation rows (prefill).
+template <class Micro>
+void x16_tile(const splash::cpu::KernelArgs& a) {
+  if (a.i1 - a.i0 <= kX16MinActRows) {
+    x8_tile<typename Micro::Single>(a);
+    return;
+  }
+  const splash::PackedWeights& w = *a.w;
+  const int64_t nb = w.cols() / 32;
+  int64_t g = a.r0 / 8;
+  const int64_t g_end = (a.r1 + 7) / 8;
+  for (; g + 2 <= g_end; g += 2) {
+    const uint8_t* gp = w.data() + g * w.group_bytes();
+    int64_t i = a.i0;
+    for (; i + 4 <= a.i1; i += 4) x16_step<Micro, 4>(w, gp, nb, a, i, g * 8);
+    switch (a.i1 - i) {
+      case 3: x16_step<Micro, 3>(w, gp, nb, a, i, g * 8); break;
+      case 2: x16_step<Micro, 2>(w, gp, nb, a, i, g * 8); break;
+      case 1: x16_step<Micro, 1>(w, gp, nb, a, i, g * 8); break;
+      default: break;
+    }
+  }
+  if (g < g_end) {
+    splash::cpu::KernelArgs rest = a;
+    rest.r0 = g * 8;
+    x8_tile<typename Micro::Single>(rest);
+  }
+}
+
+splash::cpu::TileKernel x16_kernel(splash::WeightFormat f) {
+  if (f == splash::WeightFormat::kQ4_0x8) return x16_tile<MicroQ4_0x16>;
+  if (f == splash::WeightFormat::kQ8_0x8) return x16_tile<MicroQ8_0x16>;
+  return nullptr;
+}
