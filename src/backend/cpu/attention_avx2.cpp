@@ -62,4 +62,23 @@ struct Simd {
 
 const AttentionKernels& attention_kernels_avx2() { return kSimdKernels; }
 
+float kv_quantize_int8_avx2(const float* x, int hd, int8_t* q) {
+  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  __m256 m = _mm256_setzero_ps();
+  for (int d = 0; d < hd; d += 8) m = _mm256_max_ps(m, _mm256_and_ps(_mm256_loadu_ps(x + d), abs_mask));
+  __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+  m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+  m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+  const float amax = _mm_cvtss_f32(m4);
+  const float scale = amax / 127.0f;
+  const __m256 inv = _mm256_set1_ps(scale > 0.0f ? 1.0f / scale : 0.0f);
+  for (int d = 0; d < hd; d += 8) {
+    // cvtps rounds to nearest even (the default MXCSR mode), as lrintf does; |codes| <= 127.
+    const __m256i i32 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + d), inv));
+    const __m128i i16 = _mm_packs_epi32(_mm256_castsi256_si128(i32), _mm256_extracti128_si256(i32, 1));
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(q + d), _mm_packs_epi16(i16, i16));
+  }
+  return scale;
+}
+
 }  // namespace splash::cpu

@@ -30,6 +30,12 @@ struct AttentionKernels {
   void (*accumulate)(float* acc, int n_rows, const float* p, const float* alpha, const float* v, int n_keys, int hd);
 };
 
+// The int8 KV codec of one head row (hd values): q[d] = round-to-nearest-even(x[d] / scale) with
+// scale = max|x| / 127 (0 codes for an all-zero row); returns the scale. The AVX2 version gives the
+// scalar one's bytes exactly (same products, same rounding); it needs hd % 8 == 0.
+float kv_quantize_int8_scalar(const float* x, int hd, int8_t* q);
+float kv_quantize_int8_avx2(const float* x, int hd, int8_t* q);
+
 const AttentionKernels& attention_kernels_scalar();
 const AttentionKernels& attention_kernels_avx2();
 const AttentionKernels& attention_kernels_avx512();

@@ -2,6 +2,8 @@
 // CPU runs, for every KV format, across page-boundary context lengths, GQA ratios, head sizes and
 // chunk offsets.
 #include "backend/cpu/attention.h"
+#include "backend/cpu/attention_kernels.h"
+#include "backend/cpu/cpu_features.h"
 
 #include <gtest/gtest.h>
 
@@ -229,6 +231,27 @@ TEST(Attention, Int8RowCodecRoundTrips) {
   float amax = 0;
   for (int d = 64; d < 128; ++d) amax = std::max(amax, std::fabs(x[static_cast<size_t>(d)]));
   for (int d = 0; d < 64; ++d) EXPECT_NEAR(y[static_cast<size_t>(d)], x[static_cast<size_t>(64 + d)], amax / 127 / 2 + 1e-6f);
+}
+
+TEST(Attention, Int8RowCodecSimdEqualsScalar) {
+  // kv_store_row takes the AVX2 codec where the CPU has it: its bytes and scale must be the scalar
+  // codec's exactly (ties at .5 round to even in both; zero rows give zero codes and scale).
+  if (best_isa_level() < IsaLevel::kAvx2) GTEST_SKIP() << "no AVX2 on this CPU";
+  std::mt19937 rng(17);
+  for (int hd : {8, 64, 128, 256}) {
+    for (int trial = 0; trial < 50; ++trial) {
+      auto x = random_vec(static_cast<size_t>(hd), rng);
+      if (trial == 1) std::fill(x.begin(), x.end(), 0.0f);
+      if (trial == 2)  // max 127: every integer + 0.5 multiple is a tie
+        for (int d = 0; d < hd; ++d) x[static_cast<size_t>(d)] = d == 0 ? 127.0f : static_cast<float>(d % 40) - 19.5f;
+      if (trial == 3) x[static_cast<size_t>(hd - 1)] = -1e30f;
+      std::vector<int8_t> a(static_cast<size_t>(hd)), b(static_cast<size_t>(hd));
+      const float sa = cpu::kv_quantize_int8_scalar(x.data(), hd, a.data());
+      const float sb = cpu::kv_quantize_int8_avx2(x.data(), hd, b.data());
+      EXPECT_EQ(sa, sb) << "hd " << hd << " trial " << trial;
+      EXPECT_EQ(a, b) << "hd " << hd << " trial " << trial;
+    }
+  }
 }
 
 // Indicative timings for docs/PERFORMANCE.md, not a test (disabled; run with
