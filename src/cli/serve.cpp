@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/spec_flags.h"
 #include "cache/disk/disk_block_store.h"
 #include "core/sizes.h"
 #include "hub/model_ref.h"
@@ -23,6 +24,7 @@ namespace {
 struct ServeArgs {
   std::string model, tokenizer;
   std::string revision = "main", draft_model;
+  SpecArgs spec;  // --draft-model stays draft_model above (a repository id or a folder)
   bool offline = false;
   std::vector<std::string> served_model_names;
   std::string host = "127.0.0.1";
@@ -63,6 +65,15 @@ int to_options(const ServeArgs& a, app::ServeOptions& o) {
   o.hub = hub::settings_from_environment(a.offline);
   o.hub.revision = a.revision;
   o.draft_model = a.draft_model;
+  SpecArgs spec_args = a.spec;
+  spec_args.draft_model = a.draft_model;  // resolved (Hub or folder) at start-up, then set again
+  auto spec = spec_options(spec_args);
+  if (!spec.ok()) return usage_error(spec.error_message());
+  o.spec = *spec;
+  if (o.spec.method == SpecMethod::kMtp && !a.draft_model.empty())
+    return usage_error("--spec mtp uses the model's own MTP head: --draft-model does not apply");
+  if ((o.spec.method == SpecMethod::kLookup || o.spec.method == SpecMethod::kOff) && !a.draft_model.empty())
+    return usage_error(str_cat("--spec ", spec_method_name(o.spec.method), " uses no draft model: drop --draft-model"));
   o.tokenizer = a.tokenizer;
   for (const std::string& n : a.served_model_names) {
     if (Status st = app::check_served_model_name(n); !st.ok()) return usage_error(st.error_message());
@@ -176,9 +187,12 @@ Runner register_serve(CLI::App& app) {
   app.add_option("--revision", a->revision, "Branch, tag or commit of the --model repository (default: main)")
       ->group(kModel);
   app.add_option("--draft-model", a->draft_model,
-                 "DFlash draft: OWNER/REPO or an existing folder, instead of the registry's (default: the "
-                 "registry's draft for the target)")
+                 "Drafter for speculative decoding: OWNER/REPO or an existing folder, a DFlash checkpoint or a "
+                 "smaller model with the same tokenizer (default: the registry's DFlash draft for the target, "
+                 "else a '<model name>-dflash' folder beside a local model)")
       ->group(kModel);
+  add_spec_flags(app, a->spec, /*with_draft_model=*/false);
+  for (const char* name : {"--spec", "--spec-block", "--lookup-ngram"}) app.get_option(name)->group(kModel);
   app.add_flag("--offline", a->offline,
                "Use only the Hugging Face cache, never the network (default: off; HF_HUB_OFFLINE=1 too)")
       ->group(kModel);

@@ -14,6 +14,7 @@
 #include "backend/cpu/attention_kv.h"
 #include "core/result.h"
 #include "hub/hub_settings.h"
+#include "spec/drafter.h"
 
 namespace splash::app {
 
@@ -23,6 +24,8 @@ struct ServeOptions {
                                                 // or OWNER/REPO[:VARIANT] (hub/resolve.h)
   hub::HubSettings hub;                         // --revision, --offline and the HF_* environment
   std::string draft_model;                      // --draft-model: DFlash draft folder or repository
+  SpecOptions spec;                             // --spec, --spec-block, --lookup-ngram (spec 6); its
+                                                // draft_model is filled in at start-up once resolved
   std::string tokenizer;                        // llama2.c tokenizer.bin (default: beside the model)
   std::vector<std::string> served_model_names;  // aliases; the first is the model id
   // Network and access.

@@ -25,6 +25,7 @@
 #include "model/model.h"
 #include "server/app/app.h"
 #include "server/http/server.h"
+#include "spec/make_source.h"
 #include "template/chat_template.h"
 #include "tokenizer/model_tokenizer.h"
 
@@ -153,6 +154,68 @@ Result<DiskTier> open_ssd_cache(const ServeOptions& options, const MemoryPlan& p
   return tier;
 }
 
+// --draft-model resolved (an error stops the start), else the registry's draft for a Hub target (a
+// failure there is a warning: the server still starts, with the next drafter --spec auto finds).
+// Empty when none applies: --spec off / lookup / mtp need no weights of their own.
+Result<std::string> resolve_draft_path(const ServeOptions& options, const ModelFiles& files, bool target_from_hub) {
+  const SpecMethod m = options.spec.method;
+  if (m == SpecMethod::kOff || m == SpecMethod::kLookup || m == SpecMethod::kMtp || options.spec.block < 2) return std::string();
+  if (!options.draft_model.empty()) {
+    auto draft = hub::resolve_draft(files.config(), options.draft_model, options.hub);
+    if (!draft.ok()) return make_error("--draft-model: ", draft.error_message());
+    if (!*draft) return std::string();
+    std::printf("Draft · %s\n", (*draft)->path.c_str());
+    return (*draft)->path;
+  }
+  if (!target_from_hub) return std::string();
+  auto draft = hub::resolve_draft(files.config(), "", options.hub);
+  if (!draft.ok()) {
+    std::fprintf(stderr, "warning: the registry's DFlash draft for this model is unavailable (%s); serving without it\n",
+                 draft.error_message().c_str());
+    return std::string();
+  }
+  if (!*draft) return std::string();
+  std::printf("Draft · %s (registry)\n", (*draft)->path.c_str());
+  return (*draft)->path;
+}
+
+struct LoadedDrafter {
+  std::unique_ptr<DrafterSource> source;  // null: plain decoding
+  int block = 1;
+  uint64_t bytes = 0;  // resident memory it holds (memory plan)
+};
+
+// The drafter --spec asks for, with its Ready-time line. A registry draft that fails to load falls
+// back to what --spec auto finds without it (a warning); everything else the user named is an error.
+Result<LoadedDrafter> load_drafter(const ServeOptions& options, const std::string& draft_path,
+                                   const std::string& model_path, const ModelFiles& files, const Model& model,
+                                   int threads) {
+  SpecOptions spec = options.spec;
+  spec.draft_model = draft_path;
+  const int lanes = std::min(kMaxLanes, options.queue_size);
+  const int64_t anon0 = rss_anon_bytes();
+  auto src = make_drafter_source(spec, model_path, files, model, lanes, threads);
+  if (!src.ok() && options.draft_model.empty() && !draft_path.empty()) {
+    std::fprintf(stderr, "warning: %s; serving without the registry's draft\n", src.error_message().c_str());
+    spec.draft_model.clear();
+    src = make_drafter_source(spec, model_path, files, model, lanes, threads);
+  }
+  if (!src.ok()) return make_error(src.error_message());
+  LoadedDrafter d;
+  d.source = std::move(*src);
+  if (!d.source) {
+    std::printf("Speculative · off\n");
+    return d;
+  }
+  d.block = spec.block;
+  d.bytes = std::max<uint64_t>(d.source->memory_bytes(),
+                               static_cast<uint64_t>(std::max<int64_t>(0, rss_anon_bytes() - anon0)));
+  std::printf("Speculative · %s · block %d%s%s\n", std::string(d.source->method()).c_str(), d.block,
+              spec.draft_model.empty() ? "" : " · ", spec.draft_model.c_str());
+  std::fflush(stdout);
+  return d;
+}
+
 }  // namespace
 
 std::string default_model_id(const std::string& model_path) {
@@ -186,11 +249,6 @@ int serve(const ServeOptions& options) {
     if (resolved.error_message().rfind("cannot resolve ", 0) == 0) fail("model download or verification failed");
     return 1;
   }
-  if (!options.draft_model.empty()) {
-    auto draft = hub::resolve_draft(ModelConfig{}, options.draft_model, options.hub);
-    if (!draft.ok()) return fail(draft.error_message());
-    std::printf("Draft · %s\n", (*draft)->path.c_str());
-  }
   const std::string& model_path = resolved->path;
 
   // 3. Model, tokenizer, chat template.
@@ -214,6 +272,11 @@ int serve(const ServeOptions& options) {
   std::printf("Chat template · %s\n", chat_template ? "native" : "unsupported");
   std::fflush(stdout);
 
+  // The drafter's weights (spec 6): --draft-model (a folder or a repository, fetched like the
+  // target), else for a Hub target the registry's DFlash draft for its shape.
+  auto draft_path = resolve_draft_path(options, *files, resolved->from_hub);
+  if (!draft_path.ok()) return fail(draft_path.error_message());
+
   ModelOptions mopts;
   if (files->config().max_position > 0)
     mopts.max_context = std::min<int64_t>(files->config().max_position, kMaxContextTokens);
@@ -221,6 +284,9 @@ int serve(const ServeOptions& options) {
   auto model = Model::load(*files, mopts);
   if (!model.ok()) return fail(model.error_message());
   const int64_t anon_after = rss_anon_bytes();
+  const int threads = options.threads > 0 ? options.threads : default_thread_count();
+  auto drafter = load_drafter(options, *draft_path, model_path, *files, *model, threads);
+  if (!drafter.ok()) return fail(drafter.error_message());
   std::printf("Weights loaded in %.2f s.\n",
               std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   std::fflush(stdout);
@@ -237,11 +303,13 @@ int serve(const ServeOptions& options) {
   // matrices) are what anonymous memory grew by during the load.
   uint64_t mapped = 0;
   for (const ModelTensor& t : files->tensors()) mapped += t.n_bytes();
-  in.weights_bytes = mapped + static_cast<uint64_t>(std::max<int64_t>(0, anon_after - anon_before));
-  const int threads = options.threads > 0 ? options.threads : default_thread_count();
+  in.weights_bytes = mapped + static_cast<uint64_t>(std::max<int64_t>(0, anon_after - anon_before)) +
+                     drafter->bytes;
   const int64_t chunk = model->options().chunk_tokens;
-  in.prefill_arena_bytes = estimate_forward_scratch_bytes(cfg, chunk + kMaxLanes, kMaxLanes, threads);
-  in.decode_arena_bytes = estimate_forward_scratch_bytes(cfg, kMaxLanes, kMaxLanes, threads);
+  // With a drafter every decoding lane feeds its verify block (the last token + proposals).
+  const int64_t decode_rows = int64_t{kMaxLanes} * (drafter->source ? drafter->block : 1);
+  in.prefill_arena_bytes = estimate_forward_scratch_bytes(cfg, chunk + decode_rows, kMaxLanes, threads);
+  in.decode_arena_bytes = estimate_forward_scratch_bytes(cfg, decode_rows, kMaxLanes, threads);
   in.lane_state_bytes = estimate_lane_state_bytes(cfg);
   in.kv_page_bytes = static_cast<uint64_t>(KvPagePool::page_bytes(model->kv_cache_config(options.kv_format, 1)));
   in.model_window = model->max_context();
@@ -270,6 +338,8 @@ int serve(const ServeOptions& options) {
   eopts.kv_pages = plan.kv_pool_pages;
   eopts.kv_format = options.kv_format;
   eopts.threads = options.threads;
+  eopts.drafter = drafter->source.get();
+  eopts.spec_block = drafter->block;
   auto engine = Engine::create(*model, *tokenizer, eopts);
   if (!engine.ok()) return fail(str_cat("cannot start the engine: ", engine.error_message()));
 
