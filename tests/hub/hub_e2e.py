@@ -116,9 +116,9 @@ def free_port():
     return port
 
 
-def serve_and_complete(env, model, cache):
+def serve_and_complete(env, model, cache, *flags):
     port = free_port()
-    cmd = [env.splash, "serve", "--model", model, "--port", str(port)]
+    cmd = [env.splash, "serve", "--model", model, "--port", str(port)] + list(flags)
     p = subprocess.Popen(cmd, env=env.env(cache), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                          errors="replace")
     lines = []
@@ -135,7 +135,7 @@ def serve_and_complete(env, model, cache):
     answer = None
     if ready:
         req = urllib.request.Request("http://127.0.0.1:%d/v1/completions" % port,
-                                     data=json.dumps({"prompt": "Once", "max_tokens": 3}).encode(),
+                                     data=json.dumps({"prompt": "Once", "max_tokens": 8, "temperature": 0}).encode(),
                                      headers={"content-type": "application/json"})
         with urllib.request.urlopen(req, timeout=30) as r:
             answer = json.loads(r.read())
@@ -339,7 +339,25 @@ def main():
         rc, out = env.run("test/Tiny-GGUF:Q8_0", cache)
         check(rc == 0, "the next start downloads the file cleanly", out)
 
-        # 11. --model text checks (exit 2 from serve before anything else).
+        # 11. --draft-model OWNER/REPO: the draft is fetched like the target (Hub cache), loaded as the
+        #     drafter, and greedy answers stay the target's own.
+        cache = env.cache()
+        ready, plain, out = serve_and_complete(env, "test/Tiny-GGUF:Q8_0", cache, "--spec", "off")
+        check(ready and plain is not None and "Speculative · off" in out, "serve --spec off", out)
+        ready, drafted, out = serve_and_complete(env, "test/Tiny-GGUF:Q8_0", cache, "--draft-model", "test/Tiny-MLX")
+        draft_snap = os.path.join(cache, "models--test--Tiny-MLX", "snapshots", hub.repos["test/Tiny-MLX"].commit)
+        check(ready and drafted is not None and ("Draft · " + draft_snap) in out
+              and "Speculative · draft · block 8 · " + draft_snap in out
+              and os.path.islink(os.path.join(draft_snap, "model.safetensors")),
+              "--draft-model OWNER/REPO is downloaded into the Hub cache and drafts", out)
+        check(drafted is not None and plain is not None
+              and drafted["choices"][0]["text"] == plain["choices"][0]["text"],
+              "greedy answer with the Hub draft == without", "%s\n%s" % (plain, drafted))
+        ready, _, out = serve_and_complete(env, "test/Tiny-GGUF:Q8_0", cache, "--draft-model", "test/Nope")
+        check(not ready and "--draft-model" in out and "repository not found" in out,
+              "an unknown draft repository stops the start with its name", out)
+
+        # 12. --model text checks (exit 2 from serve before anything else).
         p = subprocess.run([splash, "serve", "--model", "a--b/c"], env=env.env(env.cache()), capture_output=True,
                            text=True, timeout=30)
         check(p.returncode == 2 and "is not a repository id" in p.stderr, "a bad repository id is a usage error",
