@@ -15,6 +15,9 @@ namespace splash {
 namespace {
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+// Split-K (see attention()): pages per split, and the most query rows a split call may have.
+constexpr int64_t kSplitPages = 16;
+constexpr int64_t kSplitMaxRows = 32;
 
 int64_t round_up16(int64_t n) { return (n + 15) / 16 * 16; }
 
@@ -60,12 +63,17 @@ void attention(const float* q, int64_t n_q, int64_t q_pos0, const PagedKvView& k
   const int64_t base_tasks = n_qt * p.n_kv_head;
   const int threads = pool.size();
   const int64_t pages_all = (q_pos0 + n_q + kKvPageTokens - 1) / kKvPageTokens;
-  // Split-K when there are too few (KV head, query tile) items to keep the threads busy.
+  // Split-K for calls with few query rows (decode, speculative verify blocks) when the KV heads alone
+  // cannot keep the threads busy. Split s covers the fixed pages [s, s + 1) x kSplitPages, whatever the
+  // other rows of the call: a row's pages then meet the same kernels in the same order, and pages
+  // past its own position are exact no-ops (masked: alpha 1, nothing added; a split with none of its
+  // keys is skipped in the combine, and one split combines to acc x 1 / l, the unsplit result). So a
+  // verify block's rows equal, bit for bit, what decoding them one at a time gives, and greedy
+  // speculative decoding stays token-for-token plain decoding (a pages-per-thread split made a
+  // stories15M Q8_0 DFlash run leave plain greedy after ~100 tokens on a near-tie).
   int64_t n_split = 1;
-  if (base_tasks < 4 * threads) {
-    n_split = std::min<int64_t>(pages_all, (4 * threads + base_tasks - 1) / base_tasks);
-    n_split = std::max<int64_t>(n_split, 1);
-  }
+  if (n_q <= kSplitMaxRows && p.n_kv_head < 4 * threads)
+    n_split = std::max<int64_t>(1, (pages_all + kSplitPages - 1) / kSplitPages);
   const int64_t n_tasks = base_tasks * n_split;
 
   AttentionScratch local;
@@ -125,7 +133,8 @@ void attention(const float* q, int64_t n_q, int64_t q_pos0, const PagedKvView& k
 
     const int64_t kv_end = q_pos0 + t0 + nt;  // keys the last row of the tile sees
     const int64_t np = (kv_end + kKvPageTokens - 1) / kKvPageTokens;
-    const int64_t pg0 = np * split / n_split, pg1 = np * (split + 1) / n_split;
+    const int64_t pg0 = std::min(np, split * kSplitPages);
+    const int64_t pg1 = n_split == 1 ? np : std::min(np, pg0 + kSplitPages);
     for (int64_t pg = pg0; pg < pg1; ++pg) {
       const int64_t kbase = pg * kKvPageTokens;
       const int nk = static_cast<int>(std::min<int64_t>(kKvPageTokens, kv_end - kbase));
