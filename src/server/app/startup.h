@@ -7,8 +7,10 @@
 //   (for OWNER/REPO[:VARIANT], hub/resolve.h's Selected / Fetching lines and progress on stderr)
 //   Loading · <model as given>
 //   Chat template · native|unsupported
+//   Draft · <path>[ (registry)]             (--draft-model, or the registry's draft of a Hub target)
+//   Speculative · <method> · block N[ · <drafter path>] | Speculative · off
 //   Weights loaded in N.NN s.
-//   Memory plan · budget X GiB · weights Y · KV pool P pages (B) · lanes L
+//   Memory plan · budget X GiB · weights Y[ (draft D)] · KV pool P pages (B) · lanes L
 //   Ready · <model-id> · context <C> · http://<host>:<port>
 //   Stopping · releasing engine resources
 #pragma once
