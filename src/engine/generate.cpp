@@ -76,7 +76,8 @@ Result<GenerateStats> generate(const Model& model, const Tokenizer& tokenizer, s
 
   const Clock::time_point t_start = Clock::now();
   SequenceRun run{&seq, prompt, LogitRows::kLast};
-  SPLASH_TRY(ForwardOutput out, model.forward({&run, 1}, kv, threads, fwd));
+  ForwardOutput out;  // reused by every step (Model::forward_into: no allocation per step)
+  SPLASH_TRY_STATUS(model.forward_into({&run, 1}, kv, threads, out, fwd));
   stats.prefill_ms = ms_since(t_start);
   stats.prefill_tok_s = stats.prefill_ms > 0 ? n_prompt * 1000.0 / stats.prefill_ms : 0;
 
@@ -183,8 +184,7 @@ Result<GenerateStats> generate(const Model& model, const Tokenizer& tokenizer, s
     fed.insert(fed.end(), proposals.begin(), proposals.end());
     if (model.recurrent_state_floats() > 0 && !proposals.empty()) snapshot = seq.recurrent;
     SequenceRun step{&seq, fed, proposals.empty() ? LogitRows::kLast : LogitRows::kAll};
-    SPLASH_TRY(ForwardOutput next, model.forward({&step, 1}, kv, threads, fwd));
-    out = std::move(next);
+    SPLASH_TRY_STATUS(model.forward_into({&step, 1}, kv, threads, out, fwd));
     ++stats.n_decode_steps;
   }
   if (stats.n_generated > 0) stats.decode_ms = ms_since(t_decode);

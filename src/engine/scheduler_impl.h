@@ -59,6 +59,7 @@ class EngineImpl {
   const int64_t chunk_;
   const int64_t kv_pages_total_;
   ForwardOptions fwd_;
+  ForwardOutput out_;  // every tick's forward output, reused (Model::forward_into: no allocation per tick)
   ThreadPool threads_;
 
   // --- shared with submitting threads, under mu_

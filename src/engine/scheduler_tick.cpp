@@ -222,11 +222,11 @@ void EngineImpl::tick(std::vector<uint64_t> cancels) {
   last_tick_decode_only_ = n_decode > 0 && !run_prefill;
 
   const EngineClock::time_point t0 = EngineClock::now();
-  auto out = model_.forward(runs, kv_, threads_, fwd_);
+  const Status fwd_status = model_.forward_into(runs, kv_, threads_, out_, fwd_);
   now = EngineClock::now();
-  if (!out.ok()) {
+  if (!fwd_status.ok()) {
     // The model rolled every run back; only this batch's requests fail.
-    const std::string message = str_cat("engine_failed: ", out.error_message());
+    const std::string message = str_cat("engine_failed: ", fwd_status.error_message());
     for (Lane* lane : run_lanes)
       for (size_t i = 0; i < lanes_.size(); ++i)
         if (lanes_[i].get() == lane) {
@@ -267,9 +267,9 @@ void EngineImpl::tick(std::vector<uint64_t> cancels) {
     int64_t n_accepted = 0;
     bool lane_finished = false;
     for (int64_t i = 0; i <= k && runs[r].logits != LogitRows::kNone; ++i) {
-      float* row = out->logits.data() + (k > 0 ? out->logits_offset[r] + i : out->logits_offset[r + 1] - 1) * out->n_vocab;
+      float* row = out_.logits.data() + (k > 0 ? out_.logits_offset[r] + i : out_.logits_offset[r + 1] - 1) * out_.n_vocab;
       const int32_t proposal = i < k ? lane->block()[static_cast<size_t>(i + 1)] : -1;
-      Lane::Step step = lane->on_logits({row, static_cast<size_t>(out->n_vocab)}, now, proposal);
+      Lane::Step step = lane->on_logits({row, static_cast<size_t>(out_.n_vocab)}, now, proposal);
       if (step.first_token) log_.ttft_ms.push_back(step.ttft_ms);
       if (step.itl_ms >= 0) log_.itl_ms.push_back(step.itl_ms);
       if (step.finish) {
@@ -296,7 +296,7 @@ void EngineImpl::tick(std::vector<uint64_t> cancels) {
       }
     }
     // The drafter sees the committed tokens (and the hidden rows of the fed ones it keeps).
-    if (!lane_finished) (void)lane->sync_drafter(*out, r, 0, r < n_decode ? n_accepted + 1 : n_fed, fed_at);
+    if (!lane_finished) (void)lane->sync_drafter(out_, r, 0, r < n_decode ? n_accepted + 1 : n_fed, fed_at);
   }
   if (metrics_.drafted_tokens > 0) {
     metrics_.draft_acceptance_rate = static_cast<double>(metrics_.accepted_draft_tokens) / metrics_.drafted_tokens;

@@ -34,8 +34,26 @@ void size_workspace(Workspace& ws, const ModelConfig& c, int64_t n) {
 
 }  // namespace
 
+// forward()'s buffers besides the output, kept by ForwardOutput::scratch between calls.
+struct ForwardScratch {
+  Workspace ws;
+  std::vector<float> x, final_rows, final_logits;
+  std::vector<int32_t> tokens, positions;
+  std::vector<RowRun> runs;
+  std::vector<size_t> run_of;
+  std::vector<std::pair<int64_t, int64_t>> picks;
+  std::vector<int64_t> start_len, done;
+};
+
 Result<ForwardOutput> Model::forward(std::span<const SequenceRun> batch, KvPagePool& kv, ThreadPool& threads,
                                      const ForwardOptions& options) const {
+  ForwardOutput out;
+  SPLASH_TRY_STATUS(forward_into(batch, kv, threads, out, options));
+  return out;
+}
+
+Status Model::forward_into(std::span<const SequenceRun> batch, KvPagePool& kv, ThreadPool& threads,
+                           ForwardOutput& out, const ForwardOptions& options) const {
   const ModelConfig& c = config_;
   const int64_t d = c.n_embd, n_vocab = c.n_vocab;
 
@@ -74,8 +92,9 @@ Result<ForwardOutput> Model::forward(std::span<const SequenceRun> batch, KvPageP
                           n_vocab, ")");
   }
 
-  // --- output layout
-  ForwardOutput out;
+  // --- output layout (out's vectors keep their capacity: no allocation when a caller reuses it)
+  if (!out.scratch) out.scratch = std::make_shared<ForwardScratch>();
+  ForwardScratch& sc = *out.scratch;
   out.n_vocab = n_vocab;
   out.n_embd = d;
   out.logits_offset.assign(batch.size() + 1, 0);
@@ -90,7 +109,10 @@ Result<ForwardOutput> Model::forward(std::span<const SequenceRun> batch, KvPageP
   out.logits.resize(static_cast<size_t>(out.logits_offset.back() * n_vocab));
   out.hidden.resize(options.hidden_layers.size() * static_cast<size_t>(n_total * d));
 
-  std::vector<int64_t> start_len(batch.size()), done(batch.size(), 0);
+  std::vector<int64_t>& start_len = sc.start_len;
+  std::vector<int64_t>& done = sc.done;
+  start_len.assign(batch.size(), 0);
+  done.assign(batch.size(), 0);
   for (size_t i = 0; i < batch.size(); ++i) start_len[i] = batch[i].seq->n_tokens();
   // Recurrent state (hybrid models): a new sequence starts from zeros. When the batch takes more
   // than one pass, a later pass can still run out of KV pages after an earlier one advanced the
@@ -111,11 +133,11 @@ Result<ForwardOutput> Model::forward(std::span<const SequenceRun> batch, KvPageP
     for (size_t i = 0; i < saved_state.size(); ++i) batch[i].seq->recurrent = std::move(saved_state[i]);
   };
 
-  Workspace ws;
-  std::vector<float> x, final_rows, final_logits;
-  std::vector<int32_t> tokens, positions;
-  std::vector<RowRun> runs;
-  std::vector<size_t> run_of;  // pass run -> batch index
+  Workspace& ws = sc.ws;
+  std::vector<float>&x = sc.x, &final_rows = sc.final_rows, &final_logits = sc.final_logits;
+  std::vector<int32_t>&tokens = sc.tokens, &positions = sc.positions;
+  std::vector<RowRun>& runs = sc.runs;
+  std::vector<size_t>& run_of = sc.run_of;  // pass run -> batch index
 
   for (;;) {
     // --- one pass: the next chunk of every sequence that has tokens left
@@ -182,7 +204,8 @@ Result<ForwardOutput> Model::forward(std::span<const SequenceRun> batch, KvPageP
     }
 
     // --- logits of the rows asked for, one output matmul for the whole pass
-    std::vector<std::pair<int64_t, int64_t>> picks;  // (pass row, output logits row)
+    std::vector<std::pair<int64_t, int64_t>>& picks = sc.picks;  // (pass row, output logits row)
+    picks.clear();
     for (size_t r = 0; r < runs.size(); ++r) {
       const size_t i = run_of[r];
       const SequenceRun& br = batch[i];
@@ -196,14 +219,21 @@ Result<ForwardOutput> Model::forward(std::span<const SequenceRun> batch, KvPageP
       ProfileScope ps(prof, ForwardOp::kLogits);
       const int64_t np = static_cast<int64_t>(picks.size());
       grow(final_rows, np * d);
-      grow(final_logits, np * n_vocab);
       for (int64_t p = 0; p < np; ++p)
         rms_norm(x.data() + picks[p].first * d, weights_->out_norm.data(), c.rms_eps, final_rows.data() + p * d, 1, d,
                  options_.isa);
-      matmul(weights_->output_matrix(), final_rows.data(), final_logits.data(), np, threads);
-      for (int64_t p = 0; p < np; ++p)
-        std::memcpy(out.logits.data() + picks[p].second * n_vocab, final_logits.data() + p * n_vocab,
-                    n_vocab * sizeof(float));
+      // Output rows in a row (every single-pass call): the matmul writes them in place.
+      bool in_place = true;
+      for (int64_t p = 1; p < np && in_place; ++p) in_place = picks[p].second == picks[0].second + p;
+      if (in_place) {
+        matmul(weights_->output_matrix(), final_rows.data(), out.logits.data() + picks[0].second * n_vocab, np, threads);
+      } else {
+        grow(final_logits, np * n_vocab);
+        matmul(weights_->output_matrix(), final_rows.data(), final_logits.data(), np, threads);
+        for (int64_t p = 0; p < np; ++p)
+          std::memcpy(out.logits.data() + picks[p].second * n_vocab, final_logits.data() + p * n_vocab,
+                      n_vocab * sizeof(float));
+      }
     }
     for (size_t r = 0; r < runs.size(); ++r) done[run_of[r]] += runs[r].n_rows;
   }
@@ -213,7 +243,7 @@ Result<ForwardOutput> Model::forward(std::span<const SequenceRun> batch, KvPageP
     ++prof->forwards;
     prof->tokens += n_total;
   }
-  return out;
+  return {};
 }
 
 }  // namespace splash

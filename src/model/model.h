@@ -102,6 +102,8 @@ struct ForwardOptions {
   ForwardProfile* profile = nullptr;
 };
 
+struct ForwardScratch;  // forward()'s buffers (model/forward.cpp)
+
 struct ForwardOutput {
   int64_t n_vocab = 0;
   int64_t n_embd = 0;
@@ -114,6 +116,10 @@ struct ForwardOutput {
   const float* logits_row(size_t run) const { return logits.data() + (logits_offset[run + 1] - 1) * n_vocab; }
   // Logits of run i, token t (kAll).
   const float* logits_at(size_t run, int64_t t) const { return logits.data() + (logits_offset[run] + t) * n_vocab; }
+
+  // forward_into's scratch (activations, per-layer workspace), kept with the output so that a caller
+  // reusing one ForwardOutput per step allocates nothing per step. Copies share it.
+  std::shared_ptr<ForwardScratch> scratch;
 };
 
 // What a loaded model holds, in bytes (memory accounting: splash bench, the resident-memory test).
@@ -168,6 +174,12 @@ class Model {
   // then truncated back to its length before the call).
   Result<ForwardOutput> forward(std::span<const SequenceRun> batch, KvPagePool& kv, ThreadPool& threads,
                                 const ForwardOptions& options = {}) const;
+  // The same into `out`, whose buffers (and scratch) are reused: a decode loop that keeps one
+  // ForwardOutput allocates nothing per step. Fresh buffers per call cost page faults on every step
+  // once logits reach malloc's mmap threshold (8 verify rows of stories15M: 1 MB, ~half a step's
+  // time; one row of a 151,936-token vocabulary: 600 KB). After an error `out` holds nothing useful.
+  Status forward_into(std::span<const SequenceRun> batch, KvPagePool& kv, ThreadPool& threads, ForwardOutput& out,
+                      const ForwardOptions& options = {}) const;
 
  private:
   ModelConfig config_;

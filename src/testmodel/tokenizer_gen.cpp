@@ -437,7 +437,7 @@ Status pad_vocab(TokenizerData& t, uint32_t n_vocab) {
   }
   while (t.tokens.size() < n_vocab) {
     t.tokens.push_back(str_cat("[PAD", t.tokens.size(), "]"));
-    t.token_types.push_back(TokenType::kUserDefined);
+    t.token_types.push_back(TokenType::kUnused);
     t.scores.push_back(-1e9f);
   }
   return {};
