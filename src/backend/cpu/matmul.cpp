@@ -26,8 +26,8 @@ std::string label(std::string_view name) {
 // The best kernel at or below `level` (a level may lack a kernel for some format).
 TileKernel pick_kernel(WeightFormat f, IsaLevel level) {
   TileKernel k = nullptr;
-  if (f == WeightFormat::kQ4_0x8 || f == WeightFormat::kQ8_0x8) {
-    // x8 layouts are only built at AVX2 and above (pack_weights).
+  if (f == WeightFormat::kQ4_0x8 || f == WeightFormat::kQ8_0x8 || f == WeightFormat::kMlx4x8) {
+    // x8 layouts are only built at AVX2 and above (pack_weights, pack_mlx_weights).
     k = level >= IsaLevel::kAvx512 ? cpu::avx512_x8_kernel(f) : cpu::avx2_x8_kernel(f);
     SPLASH_CHECK(k != nullptr);
     return k;
@@ -67,6 +67,7 @@ const char* weight_format_name(WeightFormat f) {
     case WeightFormat::kMlx8: return "MLX8";
     case WeightFormat::kQ4_0x8: return "Q4_0x8";
     case WeightFormat::kQ8_0x8: return "Q8_0x8";
+    case WeightFormat::kMlx4x8: return "MLX4x8";
   }
   return "?";
 }
@@ -177,9 +178,37 @@ Result<PackedWeights> pack_mlx_weights(const MlxAffineView& v, int64_t rows, int
   w.group_size_ = v.group_size;
   w.group_bytes_ = group_bytes;
   w.row_bytes_ = groups * group_bytes;
-  w.storage_.resize(static_cast<size_t>(rows * w.row_bytes_));
   const int64_t words_per_row = cols * v.bits / 32;
   const auto* code_bytes = reinterpret_cast<const uint8_t*>(v.codes);
+  if (v.bits == 4 && w.isa_ >= IsaLevel::kAvx2) {
+    // 8 rows interleaved (matmul_repack.h), so the kernels read 8 rows per load as for Q4_0. The
+    // padding rows of the last group stay zero (scale, bias and codes 0 contribute exactly 0).
+    w.format_ = WeightFormat::kMlx4x8;
+    const int64_t gb = cpu::mlx4x8_group_bytes(v.group_size);
+    w.group_bytes_ = groups * gb;
+    w.storage_.resize(static_cast<size_t>((rows + cpu::kX8Rows - 1) / cpu::kX8Rows * w.group_bytes_));
+    for (int64_t r = 0; r < rows; ++r) {
+      const uint8_t* src = code_bytes + r * words_per_row * 4;
+      auto code_at = [&](int64_t e) { return (src[e / 2] >> ((e % 2) * 4)) & 0xF; };
+      const int lane = static_cast<int>(r % cpu::kX8Rows);
+      for (int64_t g = 0; g < groups; ++g) {
+        uint8_t* dst = w.storage_.data() + (r / cpu::kX8Rows) * w.group_bytes_ + g * gb;
+        const float scale = load_scale(v.scales, r * groups + g, v.scale_dtype);
+        const float bias = load_scale(v.biases, r * groups + g, v.scale_dtype);
+        std::memcpy(dst + 4 * lane, &scale, 4);
+        std::memcpy(dst + 32 + 4 * lane, &bias, 4);
+        for (int b = 0; b < v.group_size / 32; ++b) {
+          const int64_t e0 = g * v.group_size + 32 * b;
+          uint8_t* codes = dst + 64 + 128 * b;
+          for (int k = 0; k < 16; ++k)  // byte k: values k and k + 16; step k / 4, byte k % 4 of the lane
+            codes[32 * (k / 4) + 4 * lane + k % 4] = static_cast<uint8_t>(code_at(e0 + k) | (code_at(e0 + k + 16) << 4));
+        }
+      }
+    }
+    w.data_ = w.storage_.data();
+    return w;
+  }
+  w.storage_.resize(static_cast<size_t>(rows * w.row_bytes_));
   for (int64_t r = 0; r < rows; ++r) {
     const uint8_t* src = code_bytes + r * words_per_row * 4;  // little-endian words = byte stream
     for (int64_t g = 0; g < groups; ++g) {

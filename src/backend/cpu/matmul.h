@@ -34,6 +34,9 @@ enum class WeightFormat : uint8_t {
   // Q4_0 / Q8_0 repacked at load for the AVX2 / AVX-512 kernels: groups of 8 rows, per 32-value
   // block the 8 fp16 scales, then the codes interleaved 4 bytes per row (matmul_repack.h). Owned.
   kQ4_0x8, kQ8_0x8,
+  // MLX affine 4-bit repacked for the AVX2 / AVX-512 kernels: groups of 8 rows, per MLX group the 8
+  // f32 scales and 8 f32 biases, then per 32 values the codes interleaved as in kQ4_0x8. Owned.
+  kMlx4x8,
 };
 const char* weight_format_name(WeightFormat f);
 
@@ -73,9 +76,11 @@ class PackedWeights {
   int64_t row_bytes() const { return row_bytes_; }
   // Row-major formats only (not x8).
   const uint8_t* row(int64_t r) const { return data_ + r * row_bytes_; }
-  bool is_x8() const { return format_ == WeightFormat::kQ4_0x8 || format_ == WeightFormat::kQ8_0x8; }
+  bool is_x8() const {
+    return format_ == WeightFormat::kQ4_0x8 || format_ == WeightFormat::kQ8_0x8 || format_ == WeightFormat::kMlx4x8;
+  }
   int group_size() const { return group_size_; }        // MLX formats; 0 otherwise
-  // MLX formats: bytes of one group of a row; x8 formats: bytes of one group of 8 rows.
+  // Row-major MLX formats: bytes of one group of a row; x8 formats: bytes of one group of 8 rows.
   int64_t group_bytes() const { return group_bytes_; }
   // Bytes the kernels read for the whole matrix (packed layout, x8 padding rows included).
   int64_t packed_bytes() const { return is_x8() ? (rows_ + 7) / 8 * group_bytes_ : rows_ * row_bytes_; }
@@ -116,7 +121,8 @@ Result<PackedWeights> pack_weights(DType type, const void* data, int64_t rows, i
 Result<PackedWeights> pack_stacked_weights(DType type, std::span<const WeightRows> parts, int64_t cols,
                                            IsaLevel level = IsaLevel::kAvx512, std::string_view name = {});
 
-// Repacks an MLX affine matrix into an owned layout (per group f32 scale/bias, codes in 32-blocks).
+// Repacks an MLX affine matrix into an owned layout: 4-bit at AVX2 and above into kMlx4x8 (8 rows
+// interleaved, like Q4_0x8), otherwise row by row (per group f32 scale/bias, codes in 32-blocks).
 Result<PackedWeights> pack_mlx_weights(const MlxAffineView& view, int64_t rows, int64_t cols,
                                        IsaLevel level = IsaLevel::kAvx512, std::string_view name = {});
 

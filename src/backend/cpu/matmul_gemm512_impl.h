@@ -112,20 +112,88 @@ void q8_0x16_micro(const uint8_t* p0, const uint8_t* p1, int64_t nb, const splas
   for (int m = 0; m < M; ++m) out[m] = acc[m];
 }
 
+inline __m512 floats_pair(const uint8_t* p0, const uint8_t* p1) {  // 8 floats at p0, then 8 at p1
+  return _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_loadu_ps(reinterpret_cast<const float*>(p0))),
+                            _mm256_loadu_ps(reinterpret_cast<const float*>(p1)), 1);
+}
+
+// MLX 4-bit x8, two groups x M activation rows: the 256-bit mlx4x8_micro on 16 rows at a time.
+template <int M>
+void mlx4x16_micro(const uint8_t* p0, const uint8_t* p1, int64_t nb, int subs, const splash::cpu::QuantizedActs& qx,
+                   int64_t i0, __m512* out) {
+  const int8_t* xq[M];
+  const float* xd[M];
+  const float* xs[M];
+  __m512 acc[M];
+  for (int m = 0; m < M; ++m) {
+    xq[m] = qx.q_row(i0 + m);
+    xd[m] = qx.d_row(i0 + m);
+    xs[m] = qx.dsum_row(i0 + m);
+    acc[m] = _mm512_setzero_ps();
+  }
+  const __m512i m4 = _mm512_set1_epi8(0x0F);
+  const int64_t gb = splash::cpu::mlx4x8_group_bytes(32 * subs);
+  for (int64_t b0 = 0; b0 < nb; b0 += subs) {
+    const uint8_t* a0 = p0 + b0 / subs * gb;
+    const uint8_t* a1 = p1 + b0 / subs * gb;
+    for (int64_t off = 0; off < gb; off += 64) {
+      _mm_prefetch(reinterpret_cast<const char*>(a0 + kX8PrefetchBytes + off), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(a1 + kX8PrefetchBytes + off), _MM_HINT_T0);
+    }
+    __m512 gsum[M];
+    float dsum[M];
+    for (int m = 0; m < M; ++m) {
+      gsum[m] = _mm512_setzero_ps();
+      dsum[m] = 0.0f;
+    }
+    for (int k = 0; k < subs; ++k) {
+      const int64_t b = b0 + k;
+      __m512i isum[M];
+      for (int m = 0; m < M; ++m) isum[m] = _mm512_setzero_si512();
+      for (int s = 0; s < 4; ++s) {
+        const __m512i v = load_pair(a0 + 64 + 128 * k + 32 * s, a1 + 64 + 128 * k + 32 * s);
+        const __m512i lo = _mm512_and_si512(v, m4);
+        const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+        for (int m = 0; m < M; ++m) {
+          isum[m] = _mm512_dpbusd_epi32(isum[m], lo, bcast4_512(xq[m] + b * 32 + 4 * s));
+          isum[m] = _mm512_dpbusd_epi32(isum[m], hi, bcast4_512(xq[m] + b * 32 + 16 + 4 * s));
+        }
+      }
+      for (int m = 0; m < M; ++m) {
+        gsum[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[m]), _mm512_set1_ps(xd[m][b]), gsum[m]);
+        dsum[m] += xs[m][b];
+      }
+    }
+    const __m512 scale = floats_pair(a0, a1);
+    const __m512 bias = floats_pair(a0 + 32, a1 + 32);
+    for (int m = 0; m < M; ++m)
+      acc[m] = _mm512_fmadd_ps(bias, _mm512_set1_ps(dsum[m]), _mm512_fmadd_ps(gsum[m], scale, acc[m]));
+  }
+  for (int m = 0; m < M; ++m) out[m] = acc[m];
+}
+
 struct MicroQ4_0x16 {
   using Single = MicroQ4_0x8;
   template <int M>
-  static void run(const uint8_t* p0, const uint8_t* p1, int64_t nb, const splash::cpu::QuantizedActs& qx,
-                  int64_t i0, __m512* out) {
+  static void run(const splash::PackedWeights&, const uint8_t* p0, const uint8_t* p1, int64_t nb,
+                  const splash::cpu::QuantizedActs& qx, int64_t i0, __m512* out) {
     q4_0x16_micro<M>(p0, p1, nb, qx, i0, out);
   }
 };
 struct MicroQ8_0x16 {
   using Single = MicroQ8_0x8;
   template <int M>
-  static void run(const uint8_t* p0, const uint8_t* p1, int64_t nb, const splash::cpu::QuantizedActs& qx,
-                  int64_t i0, __m512* out) {
+  static void run(const splash::PackedWeights&, const uint8_t* p0, const uint8_t* p1, int64_t nb,
+                  const splash::cpu::QuantizedActs& qx, int64_t i0, __m512* out) {
     q8_0x16_micro<M>(p0, p1, nb, qx, i0, out);
+  }
+};
+struct MicroMlx4x16 {
+  using Single = MicroMlx4x8;
+  template <int M>
+  static void run(const splash::PackedWeights& w, const uint8_t* p0, const uint8_t* p1, int64_t nb,
+                  const splash::cpu::QuantizedActs& qx, int64_t i0, __m512* out) {
+    mlx4x16_micro<M>(p0, p1, nb, w.group_size() / 32, qx, i0, out);
   }
 };
 
@@ -134,7 +202,7 @@ template <class Micro, int M>
 void x16_step(const splash::PackedWeights& w, const uint8_t* p0, int64_t nb, const splash::cpu::KernelArgs& a,
               int64_t i, int64_t row0) {
   __m512 v[M];
-  Micro::template run<M>(p0, p0 + w.group_bytes(), nb, *a.qx, i, v);
+  Micro::template run<M>(w, p0, p0 + w.group_bytes(), nb, *a.qx, i, v);
   const int64_t valid = std::min<int64_t>(16, w.rows() - row0);
   const __mmask16 keep = static_cast<__mmask16>((1u << valid) - 1u);
   for (int m = 0; m < M; ++m) _mm512_mask_storeu_ps(a.y + (i + m) * w.rows() + row0, keep, v[m]);
@@ -176,5 +244,6 @@ void x16_tile(const splash::cpu::KernelArgs& a) {
 splash::cpu::TileKernel x16_kernel(splash::WeightFormat f) {
   if (f == splash::WeightFormat::kQ4_0x8) return x16_tile<MicroQ4_0x16>;
   if (f == splash::WeightFormat::kQ8_0x8) return x16_tile<MicroQ8_0x16>;
+  if (f == splash::WeightFormat::kMlx4x8) return x16_tile<MicroMlx4x16>;
   return nullptr;
 }

@@ -126,16 +126,93 @@ void store_x8(const __m256* v, float* y, int64_t ld, int64_t i0, int64_t row0, i
   }
 }
 
+// MLX 4-bit x8 (kMlx4x8), 8 rows x M activation rows. Per 32 values the integer sums are those of
+// the Q4_0x8 kernel without the -8 (codes 0..15 are the values up to scale and bias); they are
+// weighed by the activation block's scale in float, and per MLX group (`subs` blocks) the sum meets
+// the 8 row scales in one FMA, the bias the activation's d * sum(codes) of the group in another.
+template <int M>
+void mlx4x8_micro(const uint8_t* gp, int64_t nb, int subs, const splash::cpu::QuantizedActs& qx, int64_t i0,
+                  __m256* out) {
+  const int8_t* xq[M];
+  const float* xd[M];
+  const float* xs[M];
+  __m256 acc[M];
+  for (int m = 0; m < M; ++m) {
+    xq[m] = qx.q_row(i0 + m);
+    xd[m] = qx.d_row(i0 + m);
+    xs[m] = qx.dsum_row(i0 + m);
+    acc[m] = _mm256_setzero_ps();
+  }
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  const int64_t gb = splash::cpu::mlx4x8_group_bytes(32 * subs);
+  for (int64_t b0 = 0; b0 < nb; b0 += subs) {
+    const uint8_t* p = gp + b0 / subs * gb;
+    for (int64_t off = 0; off < gb; off += 64)
+      _mm_prefetch(reinterpret_cast<const char*>(p + kX8PrefetchBytes + off), _MM_HINT_T0);
+    __m256 gsum[M];
+    float dsum[M];
+    for (int m = 0; m < M; ++m) {
+      gsum[m] = _mm256_setzero_ps();
+      dsum[m] = 0.0f;
+    }
+    for (int k = 0; k < subs; ++k) {
+      const int64_t b = b0 + k;
+      const uint8_t* c = p + 64 + 128 * k;
+      __m256i isum[M];
+      for (int m = 0; m < M; ++m) isum[m] = _mm256_setzero_si256();
+      for (int s = 0; s < 4; ++s) {
+        const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c + 32 * s));
+        const __m256i lo = _mm256_and_si256(v, m4);
+        const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+        for (int m = 0; m < M; ++m) {
+          const __m256i xl = bcast4(xq[m] + b * 32 + 4 * s);
+          const __m256i xh = bcast4(xq[m] + b * 32 + 16 + 4 * s);
+#if SPLASH_SIMD_VNNI
+          isum[m] = _mm256_dpbusd_epi32(_mm256_dpbusd_epi32(isum[m], lo, xl), hi, xh);
+#else
+          isum[m] = _mm256_add_epi16(isum[m], _mm256_add_epi16(_mm256_maddubs_epi16(lo, xl),
+                                                               _mm256_maddubs_epi16(hi, xh)));
+#endif
+        }
+      }
+      for (int m = 0; m < M; ++m) {
+#if SPLASH_SIMD_VNNI
+        const __m256i i32 = isum[m];
+#else
+        const __m256i i32 = _mm256_madd_epi16(isum[m], _mm256_set1_epi16(1));
+#endif
+        gsum[m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i32), _mm256_set1_ps(xd[m][b]), gsum[m]);
+        dsum[m] += xs[m][b];
+      }
+    }
+    const __m256 scale = _mm256_loadu_ps(reinterpret_cast<const float*>(p));
+    const __m256 bias = _mm256_loadu_ps(reinterpret_cast<const float*>(p + 32));
+    for (int m = 0; m < M; ++m)
+      acc[m] = _mm256_fmadd_ps(bias, _mm256_set1_ps(dsum[m]), _mm256_fmadd_ps(gsum[m], scale, acc[m]));
+  }
+  for (int m = 0; m < M; ++m) out[m] = acc[m];
+}
+
+// The micro-kernels behind one interface: `w` gives what a layout needs beyond the group pointer.
 struct MicroQ4_0x8 {
   template <int M>
-  static void run(const uint8_t* gp, int64_t nb, const splash::cpu::QuantizedActs& qx, int64_t i0, __m256* out) {
+  static void run(const splash::PackedWeights&, const uint8_t* gp, int64_t nb, const splash::cpu::QuantizedActs& qx,
+                  int64_t i0, __m256* out) {
     q4_0x8_micro<M>(gp, nb, qx, i0, out);
   }
 };
 struct MicroQ8_0x8 {
   template <int M>
-  static void run(const uint8_t* gp, int64_t nb, const splash::cpu::QuantizedActs& qx, int64_t i0, __m256* out) {
+  static void run(const splash::PackedWeights&, const uint8_t* gp, int64_t nb, const splash::cpu::QuantizedActs& qx,
+                  int64_t i0, __m256* out) {
     q8_0x8_micro<M>(gp, nb, qx, i0, out);
+  }
+};
+struct MicroMlx4x8 {
+  template <int M>
+  static void run(const splash::PackedWeights& w, const uint8_t* gp, int64_t nb,
+                  const splash::cpu::QuantizedActs& qx, int64_t i0, __m256* out) {
+    mlx4x8_micro<M>(gp, nb, w.group_size() / 32, qx, i0, out);
   }
 };
 
@@ -143,7 +220,7 @@ template <class Micro, int M>
 void x8_step(const splash::PackedWeights& w, const uint8_t* gp, int64_t nb, const splash::cpu::KernelArgs& a,
              int64_t i, int64_t row0) {
   __m256 v[M];
-  Micro::template run<M>(gp, nb, *a.qx, i, v);
+  Micro::template run<M>(w, gp, nb, *a.qx, i, v);
   store_x8<M>(v, a.y, w.rows(), i, row0, w.rows());
 }
 
@@ -169,5 +246,6 @@ void x8_tile(const splash::cpu::KernelArgs& a) {
 [[maybe_unused]] splash::cpu::TileKernel x8_kernel(splash::WeightFormat f) {
   if (f == splash::WeightFormat::kQ4_0x8) return x8_tile<MicroQ4_0x8>;
   if (f == splash::WeightFormat::kQ8_0x8) return x8_tile<MicroQ8_0x8>;
+  if (f == splash::WeightFormat::kMlx4x8) return x8_tile<MicroMlx4x8>;
   return nullptr;
 }

@@ -62,8 +62,39 @@ void repack_x8(WeightFormat x8, const uint8_t* src, int64_t rows, int64_t cols, 
   zero_x8_padding(x8, rows, cols, dst);
 }
 
+namespace {
+
+void dequantize_mlx4x8_row(const PackedWeights& w, int64_t r, float* out) {
+  const int gs = w.group_size();
+  const int64_t gb = mlx4x8_group_bytes(gs);
+  const uint8_t* group = w.data() + (r / kX8Rows) * w.group_bytes();
+  const int lane = static_cast<int>(r % kX8Rows);
+  for (int64_t g = 0; g < w.cols() / gs; ++g) {
+    const uint8_t* p = group + g * gb;
+    float scale, bias;
+    std::memcpy(&scale, p + 4 * lane, 4);
+    std::memcpy(&bias, p + 32 + 4 * lane, 4);
+    for (int k = 0; k < gs / 32; ++k) {
+      const uint8_t* codes = p + 64 + 128 * k;
+      float* o = out + g * gs + 32 * k;
+      for (int s = 0; s < 4; ++s)
+        for (int j = 0; j < 4; ++j) {
+          const uint8_t byte = codes[s * 32 + 4 * lane + j];
+          o[4 * s + j] = scale * static_cast<float>(byte & 0xF) + bias;
+          o[16 + 4 * s + j] = scale * static_cast<float>(byte >> 4) + bias;
+        }
+    }
+  }
+}
+
+}  // namespace
+
 void dequantize_x8_row(const PackedWeights& w, int64_t r, float* out) {
   SPLASH_CHECK(w.is_x8() && r >= 0 && r < w.rows());
+  if (w.format() == WeightFormat::kMlx4x8) {
+    dequantize_mlx4x8_row(w, r, out);
+    return;
+  }
   const bool q4 = w.format() == WeightFormat::kQ4_0x8;
   const int64_t nb = w.cols() / 32;
   const int64_t block_bytes = x8_block_bytes(w.format());

@@ -222,7 +222,8 @@ TileKernel scalar_kernel(WeightFormat f) {
     case WeightFormat::kMlx4: return k_mlx4;
     case WeightFormat::kMlx8: return k_mlx8;
     case WeightFormat::kQ4_0x8:
-    case WeightFormat::kQ8_0x8: return nullptr;  // only packed at AVX2 and above
+    case WeightFormat::kQ8_0x8:
+    case WeightFormat::kMlx4x8: return nullptr;  // only packed at AVX2 and above
   }
   return nullptr;
 }
@@ -327,7 +328,8 @@ void dequantize_row_scalar(const PackedWeights& w, int64_t r, float* out) {
       }
       return;
     case WeightFormat::kQ4_0x8:
-    case WeightFormat::kQ8_0x8: return;  // handled above
+    case WeightFormat::kQ8_0x8:
+    case WeightFormat::kMlx4x8: return;  // handled above
     case WeightFormat::kMlx4:
     case WeightFormat::kMlx8: {
       const int gs = w.group_size();

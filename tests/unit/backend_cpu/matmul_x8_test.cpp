@@ -1,8 +1,10 @@
-// The interleaved x8 layouts of Q4_0 / Q8_0 (matmul_repack.h) and their GEMM/GEMV kernels, against
-// the scalar kernel on the file layout (same int8 activations) and against exact integer sums.
+// The interleaved x8 layouts of Q4_0 / Q8_0 / MLX 4-bit (matmul_repack.h) and their GEMM/GEMV
+// kernels, against the scalar kernel on the file (row) layout (same int8 activations) and against
+// exact integer sums.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -187,6 +189,111 @@ TEST(MatmulX8, Q4ExtremeCodesDoNotSaturate) {
         }
     }
   }
+}
+
+// --- MLX 4-bit (kMlx4x8) ----------------------------------------------------------------------------
+
+// An MLX affine 4-bit matrix as a safetensors file holds it: codes in uint32 words, f16 scales and
+// biases per group. Random codes unless `code` >= 0; scales / biases random unless given.
+struct Mlx4Matrix {
+  std::vector<uint8_t> codes;
+  std::vector<uint16_t> scales, biases;
+  MlxAffineView view;
+  Mlx4Matrix(int64_t rows, int64_t cols, int group, uint32_t seed, int code = -1, float scale = 0.0f,
+             float bias = 0.0f) {
+    codes = test::random_bytes(static_cast<size_t>(rows * cols / 2), seed);
+    if (code >= 0) std::fill(codes.begin(), codes.end(), static_cast<uint8_t>(code | (code << 4)));
+    const size_t groups = static_cast<size_t>(rows * cols / group);
+    const auto s = test::random_floats(groups, seed + 1, 0.01f);
+    const auto b = test::random_floats(groups, seed + 2, 0.05f);
+    for (size_t g = 0; g < groups; ++g) {
+      scales.push_back(f32_to_f16(code >= 0 ? scale : s[g]));
+      biases.push_back(f32_to_f16(code >= 0 ? bias : b[g]));
+    }
+    view.bits = 4;
+    view.group_size = group;
+    view.scale_dtype = DType::kF16;
+    view.codes = reinterpret_cast<const uint32_t*>(codes.data());
+    view.scales = scales.data();
+    view.biases = biases.data();
+  }
+};
+
+TEST(MatmulX8, Mlx4MatchesTheRowLayoutKernel) {
+  if (simd_levels().empty()) GTEST_SKIP() << "no AVX2 on this CPU: x8 layouts are not built";
+  ThreadPool pool2(2), pool1(1);
+  // Rows: one partial group, a pair + a partial group, several pairs; groups of 32, 64 and 128.
+  for (int64_t rows : {5, 21, 40})
+    for (int group : {32, 64, 128})
+      for (int64_t cols : {int64_t{group}, int64_t{3 * group}}) {
+        const Mlx4Matrix m(rows, cols, group, 17 + static_cast<uint32_t>(rows + cols));
+        auto scalar = pack_mlx_weights(m.view, rows, cols, IsaLevel::kScalar);
+        ASSERT_TRUE(scalar.ok());
+        ASSERT_EQ(scalar->format(), WeightFormat::kMlx4);
+        for (int64_t n : {1, 3, 8, 9, 33, 130}) {
+          SCOPED_TRACE(str_cat("rows=", rows, " group=", group, " cols=", cols, " n=", n));
+          const auto x = test::random_floats(static_cast<size_t>(n * cols), 5 + static_cast<uint32_t>(n));
+          const auto want = run(*scalar, x, n, pool2);
+          for (IsaLevel level : simd_levels()) {
+            SCOPED_TRACE(isa_level_name(level));
+            auto w = pack_mlx_weights(m.view, rows, cols, level);
+            ASSERT_TRUE(w.ok());
+            ASSERT_EQ(w->format(), WeightFormat::kMlx4x8);
+            ASSERT_TRUE(w->is_x8() && w->owns_data());
+            const auto got = run(*w, x, n, pool2);
+            EXPECT_LT(test::nmse(got, want), kX8VsScalarNmse);
+            for (size_t k = 0; k < got.size(); ++k)
+              ASSERT_NEAR(got[k], want[k], 1e-4 + 1e-5 * std::fabs(want[k])) << "output " << k;
+            EXPECT_EQ(run(*w, x, n, pool1), got);
+          }
+        }
+      }
+}
+
+TEST(MatmulX8, Mlx4DequantizedRowsEqualTheRowLayout) {
+  if (simd_levels().empty()) GTEST_SKIP() << "no AVX2 on this CPU";
+  for (int group : {32, 64}) {
+    const int64_t rows = 19, cols = 4 * group;
+    const Mlx4Matrix m(rows, cols, group, 9);
+    auto file = pack_mlx_weights(m.view, rows, cols, IsaLevel::kScalar);
+    auto x8 = pack_mlx_weights(m.view, rows, cols, IsaLevel::kAvx2);
+    ASSERT_TRUE(file.ok() && x8.ok());
+    ASSERT_TRUE(x8->is_x8());
+    EXPECT_EQ(x8->packed_bytes(), 3 * cols / group * (64 + 4 * group));  // 3 groups of 8 rows
+    std::vector<float> a(static_cast<size_t>(cols)), b(static_cast<size_t>(cols));
+    for (int64_t r = 0; r < rows; ++r) {
+      dequantize_packed_row(*file, r, a.data());
+      dequantize_packed_row(*x8, r, b.data());
+      ASSERT_EQ(a, b) << "group " << group << " row " << r;
+    }
+  }
+}
+
+TEST(MatmulX8, Mlx4ExtremeCodesAndBiasAreExact) {
+  // Codes 15 against activations +127 (scale 1, bias 0): the AVX2 kernel's int16 block sum reaches
+  // 8 x 3810 = 30480. Then scale 0, bias 1: the result is the activations' sum alone. 21 rows: a
+  // pair of groups and a partial one; n = 6 decode, 12 prefill (the AVX-512 pair kernel).
+  if (simd_levels().empty()) GTEST_SKIP() << "no AVX2 on this CPU";
+  const int64_t rows = 21, cols = 192;
+  const Mlx4Matrix codes15(rows, cols, 64, 1, 15, 1.0f, 0.0f);
+  const Mlx4Matrix bias1(rows, cols, 64, 1, 7, 0.0f, 1.0f);
+  for (int64_t n : {6, 12})
+    for (bool alternate : {false, true}) {
+      const auto x = unit_acts(n, cols, alternate);
+      for (IsaLevel level : simd_levels()) {
+        ThreadPool pool(2);
+        auto w15 = pack_mlx_weights(codes15.view, rows, cols, level);
+        auto wb = pack_mlx_weights(bias1.view, rows, cols, level);
+        ASSERT_TRUE(w15.ok() && wb.ok());
+        const auto y15 = run(*w15, x, n, pool);
+        const auto yb = run(*wb, x, n, pool);
+        const double want = alternate ? 0.0 : static_cast<double>(cols);
+        for (size_t k = 0; k < y15.size(); ++k) {
+          EXPECT_NEAR(y15[k], 15.0 * want, 1e-3) << isa_level_name(level) << " n " << n << " output " << k;
+          EXPECT_NEAR(yb[k], want, 1e-3) << isa_level_name(level) << " n " << n << " output " << k;
+        }
+      }
+    }
 }
 
 }  // namespace
