@@ -183,8 +183,11 @@ Result<PackedWeights> pack_mlx_weights(const MlxAffineView& v, int64_t rows, int
   if (v.bits == 4 && w.isa_ >= IsaLevel::kAvx2) {
     // 8 rows interleaved (matmul_repack.h), so the kernels read 8 rows per load as for Q4_0. The
     // padding rows of the last group stay zero (scale, bias and codes 0 contribute exactly 0).
+    // Scales and biases stay in the file's type (exact; f16 / bf16 halve their bytes against f32).
     w.format_ = WeightFormat::kMlx4x8;
-    const int64_t gb = cpu::mlx4x8_group_bytes(v.group_size);
+    w.scale_dtype_ = v.scale_dtype;
+    const int sb = v.scale_dtype == DType::kF32 ? 4 : 2;
+    const int64_t gb = cpu::mlx4x8_group_bytes(v.group_size, sb);
     w.group_bytes_ = groups * gb;
     w.storage_.resize(static_cast<size_t>((rows + cpu::kX8Rows - 1) / cpu::kX8Rows * w.group_bytes_));
     for (int64_t r = 0; r < rows; ++r) {
@@ -193,13 +196,13 @@ Result<PackedWeights> pack_mlx_weights(const MlxAffineView& v, int64_t rows, int
       const int lane = static_cast<int>(r % cpu::kX8Rows);
       for (int64_t g = 0; g < groups; ++g) {
         uint8_t* dst = w.storage_.data() + (r / cpu::kX8Rows) * w.group_bytes_ + g * gb;
-        const float scale = load_scale(v.scales, r * groups + g, v.scale_dtype);
-        const float bias = load_scale(v.biases, r * groups + g, v.scale_dtype);
-        std::memcpy(dst + 4 * lane, &scale, 4);
-        std::memcpy(dst + 32 + 4 * lane, &bias, 4);
+        const int64_t idx = r * groups + g;
+        std::memcpy(dst + sb * lane, static_cast<const uint8_t*>(v.scales) + sb * idx, static_cast<size_t>(sb));
+        std::memcpy(dst + 8 * sb + sb * lane, static_cast<const uint8_t*>(v.biases) + sb * idx,
+                    static_cast<size_t>(sb));
         for (int b = 0; b < v.group_size / 32; ++b) {
           const int64_t e0 = g * v.group_size + 32 * b;
-          uint8_t* codes = dst + 64 + 128 * b;
+          uint8_t* codes = dst + 16 * sb + 128 * b;
           for (int k = 0; k < 16; ++k)  // byte k: values k and k + 16; step k / 4, byte k % 4 of the lane
             codes[32 * (k / 4) + 4 * lane + k % 4] = static_cast<uint8_t>(code_at(e0 + k) | (code_at(e0 + k + 16) << 4));
         }

@@ -35,7 +35,8 @@ enum class WeightFormat : uint8_t {
   // block the 8 fp16 scales, then the codes interleaved 4 bytes per row (matmul_repack.h). Owned.
   kQ4_0x8, kQ8_0x8,
   // MLX affine 4-bit repacked for the AVX2 / AVX-512 kernels: groups of 8 rows, per MLX group the 8
-  // f32 scales and 8 f32 biases, then per 32 values the codes interleaved as in kQ4_0x8. Owned.
+  // scales and 8 biases (in the file's type, scale_dtype()), then per 32 values the codes
+  // interleaved as in kQ4_0x8. Owned.
   kMlx4x8,
 };
 const char* weight_format_name(WeightFormat f);
@@ -80,6 +81,8 @@ class PackedWeights {
     return format_ == WeightFormat::kQ4_0x8 || format_ == WeightFormat::kQ8_0x8 || format_ == WeightFormat::kMlx4x8;
   }
   int group_size() const { return group_size_; }        // MLX formats; 0 otherwise
+  // kMlx4x8: the type its scales and biases are kept in (the file's: F16, BF16 or F32).
+  DType scale_dtype() const { return scale_dtype_; }
   // Row-major MLX formats: bytes of one group of a row; x8 formats: bytes of one group of 8 rows.
   int64_t group_bytes() const { return group_bytes_; }
   // Bytes the kernels read for the whole matrix (packed layout, x8 padding rows included).
@@ -101,6 +104,7 @@ class PackedWeights {
   const uint8_t* data_ = nullptr;
   int64_t row_bytes_ = 0;
   int group_size_ = 0;
+  DType scale_dtype_ = DType::kF32;
   int64_t group_bytes_ = 0;
   std::vector<uint8_t> storage_;  // repacked copy when the file layout is not the kernel's
 };

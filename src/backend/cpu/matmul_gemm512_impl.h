@@ -112,15 +112,16 @@ void q8_0x16_micro(const uint8_t* p0, const uint8_t* p1, int64_t nb, const splas
   for (int m = 0; m < M; ++m) out[m] = acc[m];
 }
 
-inline __m512 floats_pair(const uint8_t* p0, const uint8_t* p1) {  // 8 floats at p0, then 8 at p1
-  return _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_loadu_ps(reinterpret_cast<const float*>(p0))),
-                            _mm256_loadu_ps(reinterpret_cast<const float*>(p1)), 1);
+template <int ST>
+inline __m512 mlx_scales_pair(const uint8_t* p0, const uint8_t* p1) {  // 8 scales at p0, then 8 at p1
+  return _mm512_insertf32x8(_mm512_castps256_ps512(mlx_scales8<ST>(p0)), mlx_scales8<ST>(p1), 1);
 }
 
 // MLX 4-bit x8, two groups x M activation rows: the 256-bit mlx4x8_micro on 16 rows at a time.
-template <int M>
+template <int ST, int M>
 void mlx4x16_micro(const uint8_t* p0, const uint8_t* p1, int64_t nb, int subs, const splash::cpu::QuantizedActs& qx,
                    int64_t i0, __m512* out) {
+  constexpr int kSb = mlx_scale_bytes(ST);
   const int8_t* xq[M];
   const float* xd[M];
   const float* xs[M];
@@ -132,7 +133,7 @@ void mlx4x16_micro(const uint8_t* p0, const uint8_t* p1, int64_t nb, int subs, c
     acc[m] = _mm512_setzero_ps();
   }
   const __m512i m4 = _mm512_set1_epi8(0x0F);
-  const int64_t gb = splash::cpu::mlx4x8_group_bytes(32 * subs);
+  const int64_t gb = splash::cpu::mlx4x8_group_bytes(32 * subs, kSb);
   for (int64_t b0 = 0; b0 < nb; b0 += subs) {
     const uint8_t* a0 = p0 + b0 / subs * gb;
     const uint8_t* a1 = p1 + b0 / subs * gb;
@@ -151,7 +152,7 @@ void mlx4x16_micro(const uint8_t* p0, const uint8_t* p1, int64_t nb, int subs, c
       __m512i isum[M];
       for (int m = 0; m < M; ++m) isum[m] = _mm512_setzero_si512();
       for (int s = 0; s < 4; ++s) {
-        const __m512i v = load_pair(a0 + 64 + 128 * k + 32 * s, a1 + 64 + 128 * k + 32 * s);
+        const __m512i v = load_pair(a0 + 16 * kSb + 128 * k + 32 * s, a1 + 16 * kSb + 128 * k + 32 * s);
         const __m512i lo = _mm512_and_si512(v, m4);
         const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
         for (int m = 0; m < M; ++m) {
@@ -164,8 +165,8 @@ void mlx4x16_micro(const uint8_t* p0, const uint8_t* p1, int64_t nb, int subs, c
         dsum[m] += xs[m][b];
       }
     }
-    const __m512 scale = floats_pair(a0, a1);
-    const __m512 bias = floats_pair(a0 + 32, a1 + 32);
+    const __m512 scale = mlx_scales_pair<ST>(a0, a1);
+    const __m512 bias = mlx_scales_pair<ST>(a0 + 8 * kSb, a1 + 8 * kSb);
     for (int m = 0; m < M; ++m)
       acc[m] = _mm512_fmadd_ps(bias, _mm512_set1_ps(dsum[m]), _mm512_fmadd_ps(gsum[m], scale, acc[m]));
   }
@@ -193,7 +194,12 @@ struct MicroMlx4x16 {
   template <int M>
   static void run(const splash::PackedWeights& w, const uint8_t* p0, const uint8_t* p1, int64_t nb,
                   const splash::cpu::QuantizedActs& qx, int64_t i0, __m512* out) {
-    mlx4x16_micro<M>(p0, p1, nb, w.group_size() / 32, qx, i0, out);
+    const int subs = w.group_size() / 32;
+    switch (mlx_scale_kind(w.scale_dtype())) {
+      case 1: mlx4x16_micro<1, M>(p0, p1, nb, subs, qx, i0, out); break;
+      case 2: mlx4x16_micro<2, M>(p0, p1, nb, subs, qx, i0, out); break;
+      default: mlx4x16_micro<0, M>(p0, p1, nb, subs, qx, i0, out); break;
+    }
   }
 };
 

@@ -126,13 +126,29 @@ void store_x8(const __m256* v, float* y, int64_t ld, int64_t i0, int64_t row0, i
   }
 }
 
+// 8 scales (or biases) of a kMlx4x8 group as floats. ST: 0 f32, 1 f16, 2 bf16 (the file's type).
+template <int ST>
+inline __m256 mlx_scales8(const uint8_t* p) {
+  if constexpr (ST == 0) {
+    return _mm256_loadu_ps(reinterpret_cast<const float*>(p));
+  } else {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    if constexpr (ST == 1) return _mm256_cvtph_ps(h);
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+  }
+}
+constexpr int mlx_scale_bytes(int st) { return st == 0 ? 4 : 2; }
+inline int mlx_scale_kind(splash::DType t) { return t == splash::DType::kF16 ? 1 : t == splash::DType::kBF16 ? 2 : 0; }
+
+
 // MLX 4-bit x8 (kMlx4x8), 8 rows x M activation rows. Per 32 values the integer sums are those of
 // the Q4_0x8 kernel without the -8 (codes 0..15 are the values up to scale and bias); they are
 // weighed by the activation block's scale in float, and per MLX group (`subs` blocks) the sum meets
 // the 8 row scales in one FMA, the bias the activation's d * sum(codes) of the group in another.
-template <int M>
+template <int ST, int M>
 void mlx4x8_micro(const uint8_t* gp, int64_t nb, int subs, const splash::cpu::QuantizedActs& qx, int64_t i0,
                   __m256* out) {
+  constexpr int kSb = mlx_scale_bytes(ST);
   const int8_t* xq[M];
   const float* xd[M];
   const float* xs[M];
@@ -144,7 +160,7 @@ void mlx4x8_micro(const uint8_t* gp, int64_t nb, int subs, const splash::cpu::Qu
     acc[m] = _mm256_setzero_ps();
   }
   const __m256i m4 = _mm256_set1_epi8(0x0F);
-  const int64_t gb = splash::cpu::mlx4x8_group_bytes(32 * subs);
+  const int64_t gb = splash::cpu::mlx4x8_group_bytes(32 * subs, kSb);
   for (int64_t b0 = 0; b0 < nb; b0 += subs) {
     const uint8_t* p = gp + b0 / subs * gb;
     for (int64_t off = 0; off < gb; off += 64)
@@ -157,7 +173,7 @@ void mlx4x8_micro(const uint8_t* gp, int64_t nb, int subs, const splash::cpu::Qu
     }
     for (int k = 0; k < subs; ++k) {
       const int64_t b = b0 + k;
-      const uint8_t* c = p + 64 + 128 * k;
+      const uint8_t* c = p + 16 * kSb + 128 * k;
       __m256i isum[M];
       for (int m = 0; m < M; ++m) isum[m] = _mm256_setzero_si256();
       for (int s = 0; s < 4; ++s) {
@@ -185,8 +201,8 @@ void mlx4x8_micro(const uint8_t* gp, int64_t nb, int subs, const splash::cpu::Qu
         dsum[m] += xs[m][b];
       }
     }
-    const __m256 scale = _mm256_loadu_ps(reinterpret_cast<const float*>(p));
-    const __m256 bias = _mm256_loadu_ps(reinterpret_cast<const float*>(p + 32));
+    const __m256 scale = mlx_scales8<ST>(p);
+    const __m256 bias = mlx_scales8<ST>(p + 8 * kSb);
     for (int m = 0; m < M; ++m)
       acc[m] = _mm256_fmadd_ps(bias, _mm256_set1_ps(dsum[m]), _mm256_fmadd_ps(gsum[m], scale, acc[m]));
   }
@@ -212,7 +228,12 @@ struct MicroMlx4x8 {
   template <int M>
   static void run(const splash::PackedWeights& w, const uint8_t* gp, int64_t nb,
                   const splash::cpu::QuantizedActs& qx, int64_t i0, __m256* out) {
-    mlx4x8_micro<M>(gp, nb, w.group_size() / 32, qx, i0, out);
+    const int subs = w.group_size() / 32;
+    switch (mlx_scale_kind(w.scale_dtype())) {
+      case 1: mlx4x8_micro<1, M>(gp, nb, subs, qx, i0, out); break;
+      case 2: mlx4x8_micro<2, M>(gp, nb, subs, qx, i0, out); break;
+      default: mlx4x8_micro<0, M>(gp, nb, subs, qx, i0, out); break;
+    }
   }
 };
 

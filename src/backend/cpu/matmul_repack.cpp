@@ -66,16 +66,27 @@ namespace {
 
 void dequantize_mlx4x8_row(const PackedWeights& w, int64_t r, float* out) {
   const int gs = w.group_size();
-  const int64_t gb = mlx4x8_group_bytes(gs);
+  const DType st = w.scale_dtype();
+  const int sb = st == DType::kF32 ? 4 : 2;
+  const int64_t gb = mlx4x8_group_bytes(gs, sb);
   const uint8_t* group = w.data() + (r / kX8Rows) * w.group_bytes();
   const int lane = static_cast<int>(r % kX8Rows);
+  auto load = [&](const uint8_t* q) {
+    if (sb == 4) {
+      float v;
+      std::memcpy(&v, q, 4);
+      return v;
+    }
+    uint16_t h;
+    std::memcpy(&h, q, 2);
+    return st == DType::kBF16 ? bf16_to_f32(h) : f16_to_f32(h);
+  };
   for (int64_t g = 0; g < w.cols() / gs; ++g) {
     const uint8_t* p = group + g * gb;
-    float scale, bias;
-    std::memcpy(&scale, p + 4 * lane, 4);
-    std::memcpy(&bias, p + 32 + 4 * lane, 4);
+    const float scale = load(p + sb * lane);
+    const float bias = load(p + 8 * sb + sb * lane);
     for (int k = 0; k < gs / 32; ++k) {
-      const uint8_t* codes = p + 64 + 128 * k;
+      const uint8_t* codes = p + 16 * sb + 128 * k;
       float* o = out + g * gs + 32 * k;
       for (int s = 0; s < 4; ++s)
         for (int j = 0; j < 4; ++j) {

@@ -14,7 +14,8 @@
 //
 // MLX 4-bit (kMlx4x8, built by pack_mlx_weights) uses the same code steps per 32 values, grouped by
 // the MLX quantization group (group_size values, a multiple of 32) instead of by block:
-//   f32 scale[8], f32 bias[8]       the 8 rows' scale and bias of this group (64 bytes)
+//   scale[8], bias[8]               the 8 rows' scale and bias of this group, in the file's type
+//                                   (f16 / bf16: 32 bytes, f32: 64 bytes; PackedWeights::scale_dtype)
 //   group_size / 32 code blocks     128 bytes each, laid out as a Q4_0x8 block's codes (no scales)
 // value = scale * code + bias, codes unsigned 0..15. The kernels sum scale-free integer products per
 // 32 values, weigh them by the activation scale, and apply scale and bias once per group (the bias
@@ -31,8 +32,11 @@ constexpr int kX8Rows = 8;                           // rows per group
 constexpr int64_t kQ4_0x8BlockBytes = 16 + 8 * 16;   // 144: 8 scales + 8 x 16 code bytes
 constexpr int64_t kQ8_0x8BlockBytes = 16 + 8 * 32;   // 272: 8 scales + 8 x 32 code bytes
 
-// Bytes of one MLX group of 8 rows in kMlx4x8: 8 scales + 8 biases + group_size / 32 code blocks.
-constexpr int64_t mlx4x8_group_bytes(int group_size) { return 64 + 4 * static_cast<int64_t>(group_size); }
+// Bytes of one MLX group of 8 rows in kMlx4x8: 8 scales + 8 biases of `scale_bytes` (2 or 4) each,
+// then group_size / 32 code blocks.
+constexpr int64_t mlx4x8_group_bytes(int group_size, int scale_bytes) {
+  return 16 * scale_bytes + 4 * static_cast<int64_t>(group_size);
+}
 
 // The x8 format for a GGML file format, or the format itself when it has none.
 WeightFormat x8_format_of(WeightFormat f);

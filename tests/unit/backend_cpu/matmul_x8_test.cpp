@@ -193,26 +193,36 @@ TEST(MatmulX8, Q4ExtremeCodesDoNotSaturate) {
 
 // --- MLX 4-bit (kMlx4x8) ----------------------------------------------------------------------------
 
-// An MLX affine 4-bit matrix as a safetensors file holds it: codes in uint32 words, f16 scales and
-// biases per group. Random codes unless `code` >= 0; scales / biases random unless given.
+// An MLX affine 4-bit matrix as a safetensors file holds it: codes in uint32 words, scales and
+// biases per group in `st` (F16, BF16 or F32). Random codes unless `code` >= 0; scales / biases
+// random unless given.
 struct Mlx4Matrix {
   std::vector<uint8_t> codes;
-  std::vector<uint16_t> scales, biases;
+  std::vector<uint8_t> scales, biases;
   MlxAffineView view;
-  Mlx4Matrix(int64_t rows, int64_t cols, int group, uint32_t seed, int code = -1, float scale = 0.0f,
-             float bias = 0.0f) {
+  Mlx4Matrix(int64_t rows, int64_t cols, int group, uint32_t seed, DType st = DType::kF16, int code = -1,
+             float scale = 0.0f, float bias = 0.0f) {
     codes = test::random_bytes(static_cast<size_t>(rows * cols / 2), seed);
     if (code >= 0) std::fill(codes.begin(), codes.end(), static_cast<uint8_t>(code | (code << 4)));
     const size_t groups = static_cast<size_t>(rows * cols / group);
     const auto s = test::random_floats(groups, seed + 1, 0.01f);
     const auto b = test::random_floats(groups, seed + 2, 0.05f);
+    auto put = [st](std::vector<uint8_t>& out, float v) {
+      uint8_t bytes[4];
+      if (st == DType::kF32) {
+        std::memcpy(bytes, &v, 4);
+      } else {
+        test::put_u16(bytes, st == DType::kBF16 ? f32_to_bf16(v) : f32_to_f16(v));
+      }
+      out.insert(out.end(), bytes, bytes + (st == DType::kF32 ? 4 : 2));
+    };
     for (size_t g = 0; g < groups; ++g) {
-      scales.push_back(f32_to_f16(code >= 0 ? scale : s[g]));
-      biases.push_back(f32_to_f16(code >= 0 ? bias : b[g]));
+      put(scales, code >= 0 ? scale : s[g]);
+      put(biases, code >= 0 ? bias : b[g]);
     }
     view.bits = 4;
     view.group_size = group;
-    view.scale_dtype = DType::kF16;
+    view.scale_dtype = st;
     view.codes = reinterpret_cast<const uint32_t*>(codes.data());
     view.scales = scales.data();
     view.biases = biases.data();
@@ -223,15 +233,17 @@ TEST(MatmulX8, Mlx4MatchesTheRowLayoutKernel) {
   if (simd_levels().empty()) GTEST_SKIP() << "no AVX2 on this CPU: x8 layouts are not built";
   ThreadPool pool2(2), pool1(1);
   // Rows: one partial group, a pair + a partial group, several pairs; groups of 32, 64 and 128.
+  // Scales and biases in each type the files use (the layout keeps the file's type).
   for (int64_t rows : {5, 21, 40})
     for (int group : {32, 64, 128})
       for (int64_t cols : {int64_t{group}, int64_t{3 * group}}) {
-        const Mlx4Matrix m(rows, cols, group, 17 + static_cast<uint32_t>(rows + cols));
+        const DType st = group == 32 ? DType::kF16 : group == 64 ? DType::kBF16 : DType::kF32;
+        const Mlx4Matrix m(rows, cols, group, 17 + static_cast<uint32_t>(rows + cols), st);
         auto scalar = pack_mlx_weights(m.view, rows, cols, IsaLevel::kScalar);
         ASSERT_TRUE(scalar.ok());
         ASSERT_EQ(scalar->format(), WeightFormat::kMlx4);
         for (int64_t n : {1, 3, 8, 9, 33, 130}) {
-          SCOPED_TRACE(str_cat("rows=", rows, " group=", group, " cols=", cols, " n=", n));
+          SCOPED_TRACE(str_cat("rows=", rows, " group=", group, " ", dtype_name(st), " cols=", cols, " n=", n));
           const auto x = test::random_floats(static_cast<size_t>(n * cols), 5 + static_cast<uint32_t>(n));
           const auto want = run(*scalar, x, n, pool2);
           for (IsaLevel level : simd_levels()) {
@@ -252,19 +264,23 @@ TEST(MatmulX8, Mlx4MatchesTheRowLayoutKernel) {
 
 TEST(MatmulX8, Mlx4DequantizedRowsEqualTheRowLayout) {
   if (simd_levels().empty()) GTEST_SKIP() << "no AVX2 on this CPU";
-  for (int group : {32, 64}) {
+  for (int group : {32, 64})
+  for (DType st : {DType::kF16, DType::kBF16, DType::kF32}) {
     const int64_t rows = 19, cols = 4 * group;
-    const Mlx4Matrix m(rows, cols, group, 9);
+    const Mlx4Matrix m(rows, cols, group, 9, st);
     auto file = pack_mlx_weights(m.view, rows, cols, IsaLevel::kScalar);
     auto x8 = pack_mlx_weights(m.view, rows, cols, IsaLevel::kAvx2);
     ASSERT_TRUE(file.ok() && x8.ok());
     ASSERT_TRUE(x8->is_x8());
-    EXPECT_EQ(x8->packed_bytes(), 3 * cols / group * (64 + 4 * group));  // 3 groups of 8 rows
+    EXPECT_EQ(x8->scale_dtype(), st);
+    // 3 groups of 8 rows; per MLX group 8 scales + 8 biases in the file's type, 4 bytes per column
+    const int64_t sb = st == DType::kF32 ? 4 : 2;
+    EXPECT_EQ(x8->packed_bytes(), 3 * cols / group * (16 * sb + 4 * group));
     std::vector<float> a(static_cast<size_t>(cols)), b(static_cast<size_t>(cols));
     for (int64_t r = 0; r < rows; ++r) {
       dequantize_packed_row(*file, r, a.data());
       dequantize_packed_row(*x8, r, b.data());
-      ASSERT_EQ(a, b) << "group " << group << " row " << r;
+      ASSERT_EQ(a, b) << "group " << group << " " << dtype_name(st) << " row " << r;
     }
   }
 }
@@ -275,8 +291,8 @@ TEST(MatmulX8, Mlx4ExtremeCodesAndBiasAreExact) {
   // pair of groups and a partial one; n = 6 decode, 12 prefill (the AVX-512 pair kernel).
   if (simd_levels().empty()) GTEST_SKIP() << "no AVX2 on this CPU";
   const int64_t rows = 21, cols = 192;
-  const Mlx4Matrix codes15(rows, cols, 64, 1, 15, 1.0f, 0.0f);
-  const Mlx4Matrix bias1(rows, cols, 64, 1, 7, 0.0f, 1.0f);
+  const Mlx4Matrix codes15(rows, cols, 64, 1, DType::kBF16, 15, 1.0f, 0.0f);
+  const Mlx4Matrix bias1(rows, cols, 64, 1, DType::kF16, 7, 0.0f, 1.0f);
   for (int64_t n : {6, 12})
     for (bool alternate : {false, true}) {
       const auto x = unit_acts(n, cols, alternate);
