@@ -10,13 +10,15 @@ struct ArchName {
   const char* ours;
   const char* gguf;
 };
-constexpr std::array<ArchName, 6> kArchNames = {{
+// Several GGUF names may map to one of ours (reading); the first is the one written.
+constexpr std::array<ArchName, 7> kArchNames = {{
     {"llama", "llama"},
     {"qwen2", "qwen2"},
     {"qwen3", "qwen3"},
     {"qwen3_moe", "qwen3moe"},
     {"qwen3_next", "qwen3next"},
     {"qwen3_5", "qwen35"},
+    {"qwen3_5", "qwen35moe"},  // Qwen3.5-MoE: llama.cpp's separate name for the MoE variant
 }};
 
 std::string supported_list() {
@@ -162,6 +164,7 @@ Result<ModelConfig> model_config_from_gguf(const gguf::GgufFile& f) {
 
 Result<std::vector<std::pair<std::string, gguf::Value>>> gguf_metadata_for(const ModelConfig& c) {
   SPLASH_TRY(std::string arch, gguf_arch_name(c.architecture));
+  if (arch == "qwen35" && c.n_expert > 0) arch = "qwen35moe";
   using gguf::Value;
   std::vector<std::pair<std::string, Value>> kv;
   const std::string p = arch + ".";

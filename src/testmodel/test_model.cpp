@@ -48,7 +48,8 @@ TestModelSpec tiny_hybrid(const char* arch) {
 
 std::vector<std::string> test_model_preset_names() {
   return {"tiny-llama", "tiny-qwen2", "tiny-qwen3", "tiny-llama-k", "tiny-qwen3-k", "qwen3-0.6b", "qwen3-1.7b", "tiny-qwen3-moe", "qwen3-moe-bench",
-          "tiny-qwen3-next", "tiny-qwen3-next-mtp", "tiny-qwen3-5", "hybrid-0.6b"};
+          "tiny-qwen3-next", "tiny-qwen3-next-mtp", "tiny-qwen3-5", "hybrid-0.6b", "tiny-qwen3-next-moe",
+          "tiny-qwen3-5-moe", "qwen3-next-bench"};
 }
 
 Result<TestModelSpec> test_model_preset(std::string_view name) {
@@ -80,6 +81,33 @@ Result<TestModelSpec> test_model_preset(std::string_view name) {
     return s;
   }
   if (name == "tiny-qwen3-5") return tiny_hybrid("qwen3_5");
+  if (name == "tiny-qwen3-next-moe" || name == "tiny-qwen3-5-moe") {
+    const bool next = name == "tiny-qwen3-next-moe";
+    TestModelSpec s = tiny_hybrid(next ? "qwen3_next" : "qwen3_5");
+    s.hybrid_moe = true;
+    s.n_ff_shared_expert = 64;
+    if (next) s.mlp_only_layers = {1};  // a dense layer among sparse ones (Qwen3-Next's mlp_only_layers)
+    return s;
+  }
+  if (name == "qwen3-next-bench") {
+    TestModelSpec s = bench_qwen3(1024, 3072);
+    s.arch = "qwen3_next";
+    s.hybrid_moe = true;
+    s.n_layer = 12;  // 9 Gated DeltaNet + 3 gated attention
+    s.n_head = 8;
+    s.n_head_kv = 2;
+    s.head_dim = 256;
+    s.linear_n_key_heads = 8;
+    s.linear_key_head_dim = 128;
+    s.linear_n_value_heads = 16;
+    s.linear_value_head_dim = 128;
+    s.n_expert = 64;  // 1/8 of the experts per token; Qwen3.5-35B-A3B's shared-expert size
+    s.n_expert_used = 8;
+    s.n_ff_expert = 256;
+    s.n_ff_shared_expert = 512;
+    s.gguf_type = DType::kQ4_0;
+    return s;
+  }
   if (name == "hybrid-0.6b") {
     TestModelSpec s = bench_qwen3(1024, 3072);
     s.arch = "qwen3_5";
@@ -136,6 +164,9 @@ Status validate_test_model_spec(const TestModelSpec& s) {
     if (!(s.partial_rotary_factor > 0.0f && s.partial_rotary_factor <= 1.0f))
       return make_error("test model: partial_rotary_factor must be in (0, 1]");
   }
+  if (s.hybrid_moe && !s.hybrid())
+    return make_error("test model: --moe (MoE MLPs) is for the hybrids qwen3_next and qwen3_5; arch '", s.arch,
+                      "' (use qwen3_moe for a MoE transformer)");
   if (s.n_mtp_layers > 0) {
     if (!s.hybrid()) return make_error("test model: an MTP head (--mtp) needs a hybrid arch (qwen3_next, qwen3_5)");
     if (s.mlx_bits != 0) return make_error("test model: MTP heads are written in GGUF and plain safetensors (no --mlx-bits)");

@@ -45,7 +45,8 @@ struct TestModelSpec {
   bool tie_embeddings = false;  // no separate output matrix
   uint64_t seed = 1;
 
-  // Mixture of experts (qwen3_moe): every layer not in mlp_only_layers has a router over n_expert
+  // Mixture of experts (qwen3_moe, and the hybrids with hybrid_moe: Qwen3-Next / Qwen3.5-MoE):
+  // every layer not in mlp_only_layers has a router over n_expert
   // SwiGLU experts of n_ff_expert, n_expert_used of them per token, and a shared expert with a
   // sigmoid gate when n_ff_shared_expert > 0 (the Qwen3-Next layout; Qwen3-MoE has none).
   // Experts are stacked tensors in GGUF and MLX files, one tensor per expert in plain safetensors.
@@ -56,7 +57,11 @@ struct TestModelSpec {
   bool norm_topk_prob = true;
   std::vector<uint32_t> mlp_only_layers;  // dense SwiGLU MLP layers of a MoE model
 
-  bool moe() const { return arch == "qwen3_moe"; }
+  // Hybrids (qwen3_next, qwen3_5): MoE MLPs instead of dense ones (GGUF qwen35 becomes
+  // qwen35moe, config.json Qwen3_5MoeForCausalLM / qwen3_5_moe).
+  bool hybrid_moe = false;
+
+  bool moe() const { return arch == "qwen3_moe" || (hybrid() && hybrid_moe); }
   bool moe_layer(uint32_t il) const {
     if (!moe()) return false;
     for (uint32_t l : mlp_only_layers)
@@ -117,6 +122,13 @@ struct TestModelSpec {
 //   tiny-qwen3-next, tiny-qwen3-5           hybrids: dim 64, 4 layers (3 Gated DeltaNet + 1 gated
 //                                           attention), 2 key / 4 value heads of 16 in the DeltaNet
 //   tiny-qwen3-next-mtp                     tiny-qwen3-next in safetensors with an MTP head
+//   tiny-qwen3-next-moe, tiny-qwen3-5-moe   the hybrids' MoE variants: 8 experts of 64, top 2, a
+//                                           gated shared expert of 64 (next: layer 1 dense,
+//                                           mlp_only_layers; 3.5: every layer sparse)
+//   qwen3-next-bench                        a Qwen3-Next-like hybrid MoE for the GDN prefill and
+//                                           MoE decode benchmarks (scripts/bench-hybrid): dim 1024,
+//                                           12 layers (9 GDN), 64 experts of 256, top 8, shared
+//                                           512, vocab 151936 tied: 0.9B parameters, Q4_0
 //   hybrid-0.6b                             a Qwen3.5-like hybrid of about 0.6B parameters for the
 //                                           GDN prefill benchmark (24 layers, dim 1024), Q8_0
 Result<TestModelSpec> test_model_preset(std::string_view name);

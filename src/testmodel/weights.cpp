@@ -135,6 +135,16 @@ static void plan_hybrid_layers(const TestModelSpec& spec, std::vector<TensorPlan
     TensorPlan& post = add(p + "post_attention_layernorm.weight", {d}, TensorKind::kNormZero, 0.1f);
     post.gguf_transform = GgufTransform::kPlusOne;
     post.gguf_name = str_cat("blk.", il, ".post_attention_norm.weight");
+    if (spec.moe_layer(il)) {
+      const size_t first = out.size();
+      plan_moe_mlp(spec, il, out);
+      // mlx-lm keeps the router and the shared-expert gate at 8 bits in mixed checkpoints.
+      if (spec.mlx_linear_bits != 0)
+        for (size_t i = first; i < out.size(); ++i)
+          if (out[i].hf_name.ends_with("mlp.gate.weight") || out[i].hf_name.ends_with("shared_expert_gate.weight"))
+            out[i].mlx_bits = spec.mlx_linear_bits;
+      continue;
+    }
     add(p + "mlp.gate_proj.weight", {spec.n_ff, d}, TensorKind::kMatrix, inv_sqrt(d));
     add(p + "mlp.up_proj.weight", {spec.n_ff, d}, TensorKind::kMatrix, inv_sqrt(d));
     add(p + "mlp.down_proj.weight", {d, spec.n_ff}, TensorKind::kMatrix, inv_sqrt(spec.n_ff));

@@ -30,11 +30,11 @@ uint32_t file_type_of(DType t) {
   }
 }
 
-std::string gguf_arch(const std::string& arch) {
-  if (arch == "qwen3_next") return "qwen3next";
-  if (arch == "qwen3_moe") return "qwen3moe";
-  if (arch == "qwen3_5") return "qwen35";
-  return arch;
+std::string gguf_arch(const TestModelSpec& s) {
+  if (s.arch == "qwen3_next") return "qwen3next";
+  if (s.arch == "qwen3_moe") return "qwen3moe";
+  if (s.arch == "qwen3_5") return s.moe() ? "qwen35moe" : "qwen35";
+  return s.arch;
 }
 
 // Values of rows [r, r + n) as the GGUF file stores them (transform and permutations applied).
@@ -58,7 +58,7 @@ void gguf_values(const TensorPlan& t, uint64_t seed, uint64_t r, uint64_t n, std
 }
 
 Status set_metadata(gguf::GgufWriter& w, const TestModelSpec& s, const TokenizerData& tok) {
-  const std::string a = gguf_arch(s.arch);
+  const std::string a = gguf_arch(s);
   SPLASH_TRY_STATUS(w.set_string("general.architecture", a));
   SPLASH_TRY_STATUS(w.set_string("general.name", str_cat("splash-test-", a)));
   SPLASH_TRY_STATUS(w.set_u32("general.file_type", file_type_of(s.gguf_type)));

@@ -17,7 +17,9 @@ namespace {
 
 using nlohmann::ordered_json;
 
-const char* hf_class(const std::string& arch) {
+const char* hf_class(const TestModelSpec& s) {
+  const std::string& arch = s.arch;
+  if (arch == "qwen3_5" && s.moe()) return "Qwen3_5MoeForCausalLM";
   if (arch == "qwen2") return "Qwen2ForCausalLM";
   if (arch == "qwen3") return "Qwen3ForCausalLM";
   if (arch == "qwen3_moe") return "Qwen3MoeForCausalLM";
@@ -33,8 +35,8 @@ const char* torch_dtype(DType t) {
 std::string config_json(const TestModelSpec& s, const TokenizerData& tok, uint32_t n_vocab,
                         const std::vector<TensorPlan>& plan) {
   ordered_json c;
-  c["architectures"] = {hf_class(s.arch)};
-  c["model_type"] = s.arch;
+  c["architectures"] = {hf_class(s)};
+  c["model_type"] = s.arch == "qwen3_5" && s.moe() ? "qwen3_5_moe" : s.arch;
   c["hidden_size"] = s.n_embd;
   c["intermediate_size"] = s.n_ff;
   c["num_hidden_layers"] = s.n_layer;

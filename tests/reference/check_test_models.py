@@ -143,6 +143,7 @@ def main():
 
         check_moe(a.tool, p)
         check_hybrids(a.tool, p)
+        check_hybrid_moe(a.tool, p)
         check_tokenizers(a.tool, p)
     finally:
         if not a.keep:
@@ -235,6 +236,44 @@ def check_hybrids(tool, p):
         rest = [e for n, e in err.items() if ".linear_attn." not in n]
         check(lin < WEIGHT_NMSE["mlx8"] and WEIGHT_NMSE["mlx8"] < max(rest) < WEIGHT_NMSE["mlx4"],
               f"{preset} mlx 4/8-bit: linear-attention weight nmse {lin:.2e} (8-bit), others up to {max(rest):.2e} (4-bit)")
+
+
+def check_hybrid_moe(tool, p):
+    """The hybrids' MoE variants (Qwen3-Next, Qwen3.5-MoE): GGUF (stacked ffn_*_exps, qwen35moe)
+    == safetensors with one tensor per expert == MLX switch_mlp stacked; the dense layer of
+    tiny-qwen3-next-moe (mlp_only_layers) has no router in GGUF; mixed MLX bits keep the router and
+    the shared-expert gate at 8 bits with the linear attention."""
+    for preset, gguf_arch in (("tiny-qwen3-next-moe", "qwen3next"), ("tiny-qwen3-5-moe", "qwen35moe")):
+        base = ["--preset", preset, "--seed", "11"]
+        g = make(tool, p(preset + ".gguf"), *base, "--type", "f32")
+        s = make(tool, p(preset + "-f32"), *base, "--format", "safetensors")
+        gf = readers.GGUFFile(g)
+        check(gf.metadata["general.architecture"] == gguf_arch, f"{preset}: GGUF architecture {gguf_arch}")
+        sd = readers.SafetensorsDir(s)
+        dense = {1} if preset == "tiny-qwen3-next-moe" else set()
+        n_layers = int(sd.config["num_hidden_layers"])
+        routers = {il for il in range(n_layers) if f"blk.{il}.ffn_gate_inp.weight" in gf.tensors}
+        check(routers == set(range(n_layers)) - dense, f"{preset}: GGUF routers on layers {sorted(routers)}")
+        check(sd.has("model.layers.0.mlp.experts.7.down_proj.weight") and
+              not sd.has("model.layers.0.mlp.switch_mlp.down_proj.weight"),
+              f"{preset}: plain safetensors store one tensor per expert")
+        lg, ls = logits(g), logits(s)
+        sane(f"{preset} gguf f32", lg)
+        e = rel_err(lg, ls)
+        check(e < 1e-5, f"{preset}: GGUF-F32 vs per-expert safetensors-F32 logits, max rel err {e:.2e} < 1e-5")
+        other = make(tool, p(preset + "-seed12.gguf"), "--preset", preset, "--seed", "12")
+        check(rel_err(logits(other), lg) > 1e-2, f"{preset}: another seed gives other logits")
+        qf = make(tool, p(preset + "-q8_0.gguf"), *base, "--type", "q8_0")
+        weights_close(f"{preset} gguf q8_0", "q8_0", qf, g)
+        md = make(tool, p(preset + "-mlx48"), *base, "--mlx-bits", "4", "--mlx-linear-bits", "8")
+        qd = readers.SafetensorsDir(md)
+        check(qd.has("model.layers.0.mlp.switch_mlp.gate_proj.weight"), f"{preset} mlx: stacked switch_mlp experts")
+        q = qd.config["quantization"]
+        mixed = [k for k, v in q.items() if isinstance(v, dict) and v.get("bits") == 8]
+        ok = all(".linear_attn." in k or k.endswith(".mlp.gate") or k.endswith(".shared_expert_gate") for k in mixed)
+        check(ok and any(k.endswith(".mlp.gate") for k in mixed),
+              f"{preset} mlx: 8-bit modules are the linear attention, routers and shared-expert gates ({len(mixed)})")
+        sane(f"{preset} mlx 4/8-bit", logits(md))
 
 
 def check_tokenizers(tool, p):

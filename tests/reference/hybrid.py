@@ -20,13 +20,20 @@ written from the published model definitions:
   Qwen3-Next packs q/k/v/z in `in_proj_qkvz` grouped by key head ([q_g k_g v_g z_g] for each key
   head g, v_g/z_g holding that head's nv/nk value heads) and b/a in `in_proj_ba` ([b_g a_g]);
   Qwen3.5 stores `in_proj_qkv` ([q all heads | k | v]), `in_proj_z`, `in_proj_b`, `in_proj_a`.
+* MoE variants (Qwen3-Next, Qwen3.5-MoE: config num_experts > 0; GGUF qwen3next with
+  expert_count, qwen35moe): the MLP after each mixer is moe.py's block (router, top-k, gated shared
+  expert) on the layers moe.sparse_layers marks (GGUF: those with ffn_gate_inp), a dense SwiGLU on
+  the others. HF model_type qwen3_5_moe reads as qwen3_5.
 Everything here is token-by-token recurrence in float64; the chunked form is the C++'s business.
 """
 
 import numpy as np
 
+import moe
+
 HYBRID_ARCHS = ("qwen3_next", "qwen3_5")
-GGUF_ARCHS = {"qwen3next": "qwen3_next", "qwen35": "qwen3_5"}
+HF_MODEL_TYPES = {"qwen3_next": "qwen3_next", "qwen3_5": "qwen3_5", "qwen3_5_moe": "qwen3_5"}
+GGUF_ARCHS = {"qwen3next": "qwen3_next", "qwen35": "qwen3_5", "qwen35moe": "qwen3_5"}
 
 
 def _layer_kinds(n_layers, layer_types=None, interval=4):
@@ -64,12 +71,14 @@ def load_hf_hybrid(m, st, c):
     m.conv_k = int(c.get("linear_conv_kernel_dim", 4))
     one = lambda w: 1.0 + w   # zero-centred norms
     m.out_norm = one(m.out_norm)
+    sparse = moe.sparse_layers(c, m.n_layers)
     for il in range(m.n_layers):
         p = f"model.layers.{il}."
         L = dict(attn_norm=one(st.tensor(p + "input_layernorm.weight")),
-                 ffn_norm=one(st.tensor(p + "post_attention_layernorm.weight")),
-                 gate=st.tensor(p + "mlp.gate_proj.weight"), up=st.tensor(p + "mlp.up_proj.weight"),
-                 down=st.tensor(p + "mlp.down_proj.weight"))
+                 ffn_norm=one(st.tensor(p + "post_attention_layernorm.weight")))
+        if not sparse[il]:
+            L.update(gate=st.tensor(p + "mlp.gate_proj.weight"), up=st.tensor(p + "mlp.up_proj.weight"),
+                     down=st.tensor(p + "mlp.down_proj.weight"))
         if m.kinds[il] == "full":
             a = p + "self_attn."
             L.update(wq=st.tensor(a + "q_proj.weight"), wk=st.tensor(a + "k_proj.weight"),
@@ -87,13 +96,14 @@ def load_hf_hybrid(m, st, c):
                      A=-np.exp(st.tensor(a + "A_log")), dt_bias=st.tensor(a + "dt_bias"),
                      norm=st.tensor(a + "norm.weight"), out=st.tensor(a + "out_proj.weight"))
         m.layers.append(L)
+    moe.load_hf(m, st, c)
 
 
 def load_gguf_hybrid(m, g, arch):
     """Fills m from a GGUF qwen3next / qwen35 file (llama.cpp names; norms hold 1 + w, ssm_a holds A)."""
     md = g.metadata
     m.hybrid = True
-    m.v_tiled = arch == "qwen35"
+    m.v_tiled = arch in ("qwen35", "qwen35moe")
     rot = int(md.get(f"{arch}.rope.dimension_count", m.head_dim))
     m.partial_rotary = rot / m.head_dim
     m.kinds = _layer_kinds(m.n_layers, None, int(md.get(f"{arch}.full_attention_interval", 4)))
@@ -105,8 +115,9 @@ def load_gguf_hybrid(m, g, arch):
     t = g.tensor
     for il in range(m.n_layers):
         p = f"blk.{il}."
-        L = dict(attn_norm=t(p + "attn_norm.weight"), ffn_norm=t(p + "post_attention_norm.weight"),
-                 gate=t(p + "ffn_gate.weight"), up=t(p + "ffn_up.weight"), down=t(p + "ffn_down.weight"))
+        L = dict(attn_norm=t(p + "attn_norm.weight"), ffn_norm=t(p + "post_attention_norm.weight"))
+        if p + "ffn_gate_inp.weight" not in g.tensors:  # a dense MLP (moe.load_gguf fills sparse ones)
+            L.update(gate=t(p + "ffn_gate.weight"), up=t(p + "ffn_up.weight"), down=t(p + "ffn_down.weight"))
         if m.kinds[il] == "full":
             L.update(wq=t(p + "attn_q.weight"), wk=t(p + "attn_k.weight"), wv=t(p + "attn_v.weight"),
                      wo=t(p + "attn_output.weight"), q_norm=t(p + "attn_q_norm.weight"),
@@ -120,6 +131,7 @@ def load_gguf_hybrid(m, g, arch):
             L.update(qkv=qkv, z=z, b=b, a=al, conv=t(p + "ssm_conv1d.weight"), A=t(p + "ssm_a"),
                      dt_bias=t(p + "ssm_dt.bias"), norm=t(p + "ssm_norm.weight"), out=t(p + "ssm_out.weight"))
         m.layers.append(L)
+    moe.load_gguf(m, g, arch)
 
 
 class HybridCache:
@@ -224,7 +236,11 @@ def forward(m, tokens, cache, qa=None, hidden=None):
             x = x + _full_attention(m, L, il, h, pos, cache, qa)
         else:
             x = x + _linear_attention(m, L, il, h, cache, qa)
-        h = qa(_rms(x, L["ffn_norm"], m.eps))
+        h = _rms(x, L["ffn_norm"], m.eps)
+        if moe.is_sparse(L):  # the router and the shared gate see h itself (moe.ffn)
+            x = x + moe.ffn(L, h, m, qa)
+            continue
+        h = qa(h)
         x = x + qa(_silu(h @ L["gate"].T) * (h @ L["up"].T)) @ L["down"].T
     cache.n_past += T
     normed = _rms(x, m.out_norm, m.eps)

@@ -182,6 +182,7 @@ def load_hf(path, compute_dtype=None):
     c = st.config
     m = Model()
     mt = c.get("model_type", "llama")
+    mt = hybrid.HF_MODEL_TYPES.get(mt, mt)
     if mt in hybrid.HYBRID_ARCHS:
         c = c.get("text_config", c)
     m.arch = mt if mt in ("llama", "qwen2", "qwen3") + hybrid.HYBRID_ARCHS else "llama"

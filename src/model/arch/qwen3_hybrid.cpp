@@ -3,8 +3,19 @@
 #include "model/blocks/attention_block.h"
 #include "model/blocks/gated_deltanet_block.h"
 #include "model/blocks/mlp_block.h"
+#include "model/blocks/moe_block.h"
 
 namespace splash::qwen3_hybrid {
+
+namespace {
+
+// MoE variants (Qwen3-Next, Qwen3.5-MoE): every layer's MLP is sparse unless config.moe_layer
+// (decoder_sparse_step / mlp_only_layers, or a GGUF layer without ffn_gate_inp) says otherwise.
+bool is_moe_layer(const ModelConfig& c, int il) {
+  return c.n_expert > 0 && (c.moe_layer.empty() || c.moe_layer[static_cast<size_t>(il)]);
+}
+
+}  // namespace
 
 Status check(const ModelConfig& c, std::string_view name) {
   auto positive = [&](uint32_t v, const char* field) -> Status {
@@ -22,9 +33,18 @@ Status check(const ModelConfig& c, std::string_view name) {
   SPLASH_TRY_STATUS(positive(c.linear_n_value_heads, "linear_num_value_heads"));
   SPLASH_TRY_STATUS(positive(c.linear_value_head_dim, "linear_value_head_dim"));
   SPLASH_TRY_STATUS(positive(c.linear_conv_kernel, "linear_conv_kernel_dim"));
-  if (c.n_expert > 0)
-    return make_error(name, ": the mixture-of-experts variant (", c.n_expert, " experts) is not supported yet");
-  SPLASH_TRY_STATUS(positive(c.n_ff, "n_ff (intermediate_size)"));
+  bool any_dense = c.n_expert == 0;
+  if (c.n_expert > 0) {
+    if (c.n_expert_used == 0 || c.n_expert_used > c.n_expert)
+      return make_error(name, ": num_experts_per_tok ", c.n_expert_used, " must be in [1, num_experts = ", c.n_expert,
+                        "]");
+    SPLASH_TRY_STATUS(positive(c.n_ff_expert, "n_ff_expert (moe_intermediate_size)"));
+    if (!c.moe_layer.empty() && c.moe_layer.size() != c.n_layer)
+      return make_error(name, ": ", c.moe_layer.size(), " MoE layer flags for ", c.n_layer, " layers");
+    for (uint32_t il = 0; il < c.n_layer; ++il) any_dense |= !is_moe_layer(c, static_cast<int>(il));
+  }
+  // The MoE variants have no dense MLP (intermediate_size may be absent) unless a layer is dense.
+  if (any_dense) SPLASH_TRY_STATUS(positive(c.n_ff, "n_ff (intermediate_size)"));
   if (c.n_head % c.n_head_kv != 0)
     return make_error(name, ": num_attention_heads ", c.n_head, " is not a multiple of num_key_value_heads ",
                       c.n_head_kv);
@@ -55,8 +75,13 @@ Result<LayerWeights> load(const WeightLoader& loader, int il) {
     fold_zero_centred_norm(loader, w.attn.q_norm);
     fold_zero_centred_norm(loader, w.attn.k_norm);
   }
-  SPLASH_TRY(w.mlp, load_swiglu_mlp(loader, il));
-  fold_zero_centred_norm(loader, w.mlp.norm);
+  if (is_moe_layer(c, il)) {
+    SPLASH_TRY(w.moe, load_moe(loader, il));
+    fold_zero_centred_norm(loader, w.moe->norm);
+  } else {
+    SPLASH_TRY(w.mlp, load_swiglu_mlp(loader, il));
+    fold_zero_centred_norm(loader, w.mlp.norm);
+  }
   return w;
 }
 
@@ -65,7 +90,10 @@ void forward(const LayerWeights& w, LayerContext& ctx) {
     gated_deltanet_block(*w.gdn, ctx);
   else
     attention_block(w.attn, ctx);
-  swiglu_mlp_block(w.mlp, ctx);
+  if (w.moe)
+    moe_block(*w.moe, ctx);
+  else
+    swiglu_mlp_block(w.mlp, ctx);
 }
 
 }  // namespace splash::qwen3_hybrid

@@ -23,7 +23,7 @@ Status load_experts(const WeightLoader& loader, int il, MoeWeights& w) {
   w.gate.reserve(n_expert);
   w.up.reserve(n_expert);
   w.down.reserve(n_expert);
-  const std::string stacked = layer_tensor_name(il, "mlp.switch_mlp.");
+  const std::string stacked = loader.layer_name(il, "mlp.switch_mlp.");
   if (loader.find(stacked + "gate_proj.weight") != nullptr) {
     for (int64_t e = 0; e < n_expert; ++e) {
       SPLASH_TRY(PackedWeights g, loader.expert_matrix(stacked + "gate_proj.weight", e, n_expert, f, d));
@@ -35,11 +35,11 @@ Status load_experts(const WeightLoader& loader, int il, MoeWeights& w) {
     }
     return {};
   }
-  if (loader.find(layer_tensor_name(il, "mlp.experts.0.gate_proj.weight")) == nullptr)
+  if (loader.find(loader.layer_name(il, "mlp.experts.0.gate_proj.weight")) == nullptr)
     return make_error(loader.files().path(), ": layer ", il, " has no expert weights (neither '", stacked,
-                      "gate_proj.weight' nor '", layer_tensor_name(il, "mlp.experts.0.gate_proj.weight"), "')");
+                      "gate_proj.weight' nor '", loader.layer_name(il, "mlp.experts.0.gate_proj.weight"), "')");
   for (int64_t e = 0; e < n_expert; ++e) {
-    const std::string p = layer_tensor_name(il, str_cat("mlp.experts.", e, "."));
+    const std::string p = loader.layer_name(il, str_cat("mlp.experts.", e, "."));
     SPLASH_TRY(PackedWeights g, loader.matrix(p + "gate_proj.weight", f, d));
     SPLASH_TRY(PackedWeights u, loader.matrix(p + "up_proj.weight", f, d));
     SPLASH_TRY(PackedWeights dn, loader.matrix(p + "down_proj.weight", d, f));
@@ -54,7 +54,7 @@ Status load_experts(const WeightLoader& loader, int il, MoeWeights& w) {
 // would flip near-ties): a view of an f32 file tensor, else a dequantized copy.
 Status load_router(const WeightLoader& loader, int il, MoeWeights& w) {
   const ModelConfig& c = loader.config();
-  const std::string name = layer_tensor_name(il, "mlp.gate.weight");
+  const std::string name = loader.layer_name(il, "mlp.gate.weight");
   SPLASH_TRY(const ModelTensor* t, loader.require(name));
   if (t->shape.size() != 2 || t->shape[0] != c.n_expert || t->shape[1] != c.n_embd)
     return make_error(loader.files().path(), ": tensor '", name, "' has ", t->shape.size(),
@@ -137,16 +137,16 @@ void shared_expert(const MoeWeights& w, const float* h, float* out, LayerContext
 Result<std::unique_ptr<MoeWeights>> load_moe(const WeightLoader& loader, int il) {
   const ModelConfig& c = loader.config();
   auto w = std::make_unique<MoeWeights>();
-  SPLASH_TRY(w->norm, loader.vector(layer_tensor_name(il, "post_attention_layernorm.weight"), c.n_embd));
+  SPLASH_TRY(w->norm, loader.vector(loader.layer_name(il, "post_attention_layernorm.weight"), c.n_embd));
   SPLASH_TRY_STATUS(load_router(loader, il, *w));
   SPLASH_TRY_STATUS(load_experts(loader, il, *w));
   if (c.n_ff_shared_expert > 0) {
     const int64_t fs = c.n_ff_shared_expert;
-    SPLASH_TRY(w->shared.gate_up, loader.projections({layer_tensor_name(il, "mlp.shared_expert.gate_proj.weight"),
-                                                      layer_tensor_name(il, "mlp.shared_expert.up_proj.weight")},
+    SPLASH_TRY(w->shared.gate_up, loader.projections({loader.layer_name(il, "mlp.shared_expert.gate_proj.weight"),
+                                                      loader.layer_name(il, "mlp.shared_expert.up_proj.weight")},
                                                      {fs, fs}, c.n_embd, {}));
-    SPLASH_TRY(w->shared.down.w, loader.matrix(layer_tensor_name(il, "mlp.shared_expert.down_proj.weight"), c.n_embd, fs));
-    const std::string gate_name = layer_tensor_name(il, "mlp.shared_expert_gate.weight");
+    SPLASH_TRY(w->shared.down.w, loader.matrix(loader.layer_name(il, "mlp.shared_expert.down_proj.weight"), c.n_embd, fs));
+    const std::string gate_name = loader.layer_name(il, "mlp.shared_expert_gate.weight");
     if (const ModelTensor* g = loader.find(gate_name)) {
       // [1, n_embd] in Hugging Face / MLX files (MLX may quantize it), [n_embd] in GGUF.
       if (g->n_elems() != c.n_embd)

@@ -27,6 +27,11 @@ class ModelBatch : public ::testing::TestWithParam<std::string> {
     TestModelSpec spec = *test_model_preset(quantized_ ? name.substr(0, name.size() - 5) : name);
     spec.gguf_type = quantized_ ? DType::kQ8_0 : DType::kF32;
     tol_ = quantized_ ? 1e-2 : 2e-5;
+    // The hybrids' MoE variants: measured 3.7e-5 (tiny-qwen3-5-moe F32, prefill in chunks of 1 or 7
+    // against 64): the GDN gated norms amplify the f32 rounding as in the dense hybrids, and the
+    // expert sums add their own. A routing difference (a row taking other experts) moves the
+    // logits by > 1e-3, so 5e-5 still catches one.
+    if (!quantized_ && name.ends_with("-moe") && spec.hybrid()) tol_ = 5e-5;
     path_ = dir_->path() + "/m.gguf";
     ASSERT_TRUE(write_test_model(spec, path_).ok());
     auto files = ModelFiles::open(path_);
@@ -238,7 +243,7 @@ TEST_P(ModelBatch, KvFormatsWithinBounds) {
 
 INSTANTIATE_TEST_SUITE_P(Archs, ModelBatch, ::testing::Values("tiny-llama", "tiny-qwen2", "tiny-qwen3", "tiny-llama-q8_0",
                                                             "tiny-qwen3-q8_0", "tiny-qwen3-moe", "tiny-qwen3-next",
-                                                            "tiny-qwen3-5"),
+                                                            "tiny-qwen3-5", "tiny-qwen3-next-moe", "tiny-qwen3-5-moe"),
                          [](const ::testing::TestParamInfo<std::string>& i) {
                            std::string n = i.param;
                            for (char& ch : n)

@@ -1,4 +1,4 @@
-// Hybrid Gated-DeltaNet models (qwen3_next, qwen3_5) on tiny random weights, no reference needed:
+// Hybrid Gated-DeltaNet models (qwen3_next, qwen3_5, dense and MoE) on tiny random weights, no reference needed:
 // the state layout the model declares, the chunked prefill against the token-by-token recurrence,
 // checkpoints (snapshot at a token boundary, restore, continue == uninterrupted), the GGUF and
 // safetensors files of one seed agreeing (value-head tiling, A_log, 1 + w norms), and state errors.
@@ -161,7 +161,10 @@ TEST_P(Hybrid, GgufAndSafetensorsAgree) {
   EXPECT_LE(rel_max_err(a.data(), b.data(), 20 * nv), 1e-5);
 }
 
-INSTANTIATE_TEST_SUITE_P(Archs, Hybrid, ::testing::Values("tiny-qwen3-next", "tiny-qwen3-5"),
+// The MoE variants (router + experts + gated shared expert after each mixer) keep the same state
+// and must pass the same checks.
+INSTANTIATE_TEST_SUITE_P(Archs, Hybrid,
+                         ::testing::Values("tiny-qwen3-next", "tiny-qwen3-5", "tiny-qwen3-next-moe", "tiny-qwen3-5-moe"),
                          [](const ::testing::TestParamInfo<std::string>& i) {
                            std::string n = i.param;
                            for (char& ch : n)
