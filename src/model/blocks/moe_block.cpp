@@ -140,12 +140,18 @@ Result<std::unique_ptr<MoeWeights>> load_moe(const WeightLoader& loader, int il)
   SPLASH_TRY(w->norm, loader.vector(loader.layer_name(il, "post_attention_layernorm.weight"), c.n_embd));
   SPLASH_TRY_STATUS(load_router(loader, il, *w));
   SPLASH_TRY_STATUS(load_experts(loader, il, *w));
+  // A shared expert the config does not size would be skipped silently: refuse the file instead.
+  if (c.n_ff_shared_expert == 0 && loader.find(loader.layer_name(il, "mlp.shared_expert.down_proj.weight")) != nullptr)
+    return make_error(loader.files().path(), ": layer ", il,
+                      " has shared-expert tensors but the config gives no shared_expert_intermediate_size "
+                      "(GGUF: expert_shared_feed_forward_length)");
   if (c.n_ff_shared_expert > 0) {
     const int64_t fs = c.n_ff_shared_expert;
     SPLASH_TRY(w->shared.gate_up, loader.projections({loader.layer_name(il, "mlp.shared_expert.gate_proj.weight"),
                                                       loader.layer_name(il, "mlp.shared_expert.up_proj.weight")},
                                                      {fs, fs}, c.n_embd, {}));
-    SPLASH_TRY(w->shared.down.w, loader.matrix(loader.layer_name(il, "mlp.shared_expert.down_proj.weight"), c.n_embd, fs));
+    SPLASH_TRY(w->shared.down.w,
+               loader.matrix(loader.layer_name(il, "mlp.shared_expert.down_proj.weight"), c.n_embd, fs));
     const std::string gate_name = loader.layer_name(il, "mlp.shared_expert_gate.weight");
     if (const ModelTensor* g = loader.find(gate_name)) {
       // [1, n_embd] in Hugging Face / MLX files (MLX may quantize it), [n_embd] in GGUF.

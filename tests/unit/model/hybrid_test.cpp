@@ -2,6 +2,9 @@
 // the state layout the model declares, the chunked prefill against the token-by-token recurrence,
 // checkpoints (snapshot at a token boundary, restore, continue == uninterrupted), the GGUF and
 // safetensors files of one seed agreeing (value-head tiling, A_log, 1 + w norms), and state errors.
+#include <fstream>
+#include <sstream>
+
 #include "gtest/gtest.h"
 #include "model/blocks/gated_deltanet_block.h"
 #include "model_test_util.h"
@@ -159,6 +162,37 @@ TEST_P(Hybrid, GgufAndSafetensorsAgree) {
   const std::vector<float> b = prefill_all(*s.model, *s.kv, threads_, prompt);
   ASSERT_EQ(a.size(), b.size());
   EXPECT_LE(rel_max_err(a.data(), b.data(), 20 * nv), 1e-5);
+}
+
+TEST(HybridMoe, ConfigErrors) {
+  // A shared expert the config does not size is refused, not skipped; so is a MoE config with no
+  // experts per token.
+  TempDir dir("hybmoe");
+  TestModelSpec spec = *test_model_preset("tiny-qwen3-5-moe");
+  spec.format = TestModelFormat::kSafetensors;
+  const std::string path = dir.path() + "/st";
+  ASSERT_TRUE(write_test_model(spec, path).ok());
+  std::stringstream buf;
+  buf << std::ifstream(path + "/config.json").rdbuf();
+  const std::string config = buf.str();
+  auto rewrite = [&](const std::string& from, const std::string& to) {
+    std::string c = config;
+    const size_t at = c.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    if (at != std::string::npos) c.replace(at, from.size(), to);
+    std::ofstream(path + "/config.json") << c;
+  };
+  auto load_error = [&]() -> std::string {
+    auto files = ModelFiles::open(path);
+    if (!files.ok()) return files.error_message();
+    auto model = Model::load(*files);
+    return model.ok() ? "" : model.error_message();
+  };
+  ASSERT_EQ(load_error(), "");
+  rewrite("\"shared_expert_intermediate_size\": 64", "\"shared_expert_intermediate_size\": 0");
+  EXPECT_NE(load_error().find("shared_expert_intermediate_size"), std::string::npos) << load_error();
+  rewrite("\"num_experts_per_tok\": 2", "\"num_experts_per_tok\": 9");
+  EXPECT_NE(load_error().find("num_experts_per_tok"), std::string::npos) << load_error();
 }
 
 // The MoE variants (router + experts + gated shared expert after each mixer) keep the same state
