@@ -2,6 +2,8 @@
 
 #include <cstring>
 #include <filesystem>
+#include <string_view>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -137,6 +139,21 @@ static Status open_gguf(const std::string& path, ModelFiles::Storage& st, ModelC
 
 // --- safetensors (plain or MLX-quantized)
 
+// Multimodal checkpoints keep the text model under a prefix: transformers' (Qwen3.5, Qwen3.5-MoE:
+// *ForConditionalGeneration) "model.language_model.layers.0..." and MLX-LM's
+// "language_model.model.layers.0..." / "language_model.lm_head.weight". Inside Splash they carry
+// the text model's names; the vision tower's tensors keep theirs (and go unused).
+static std::string text_model_name(const std::string& name) {
+  static constexpr std::pair<std::string_view, std::string_view> kPrefixes[] = {
+      {"model.language_model.", "model."},
+      {"language_model.model.", "model."},
+      {"language_model.lm_head.", "lm_head."},
+  };
+  for (const auto& [from, to] : kPrefixes)
+    if (name.starts_with(from)) return std::string(to) + name.substr(from.size());
+  return name;
+}
+
 static Status open_safetensors(const std::string& dir, ModelFiles::Storage& st, ModelConfig& config,
                                std::vector<ModelTensor>& tensors, TokenizerInfo& tok, bool& is_mlx) {
   SPLASH_TRY(config, load_hf_config(dir));
@@ -157,7 +174,7 @@ static Status open_safetensors(const std::string& dir, ModelFiles::Storage& st, 
     if (auto module = strip(s->name, ".scales"); module && m.find(std::string(*module) + ".weight")) continue;
     if (auto module = strip(s->name, ".biases"); module && m.find(std::string(*module) + ".scales")) continue;
     ModelTensor t;
-    t.name = s->name;
+    t.name = text_model_name(s->name);
     t.stored_name = s->name;
     t.dtype = s->dtype;
     t.shape = s->shape;

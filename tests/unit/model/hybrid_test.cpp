@@ -2,6 +2,7 @@
 // the state layout the model declares, the chunked prefill against the token-by-token recurrence,
 // checkpoints (snapshot at a token boundary, restore, continue == uninterrupted), the GGUF and
 // safetensors files of one seed agreeing (value-head tiling, A_log, 1 + w norms), and state errors.
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -195,10 +196,73 @@ TEST(HybridMoe, ConfigErrors) {
   EXPECT_NE(load_error().find("num_experts_per_tok"), std::string::npos) << load_error();
 }
 
+// A copy of safetensors directory `from` at `to` with tensor name prefixes replaced
+// (same data bytes; the header padded with spaces to keep the data section's alignment) and
+// config.json replaced by `config`.
+void rename_tensors(const std::string& from, const std::string& to,
+                    const std::vector<std::pair<std::string, std::string>>& renames, const std::string& config) {
+  std::filesystem::create_directories(to);
+  for (const char* f : {"tokenizer.json", "tokenizer_config.json", "generation_config.json"})
+    std::filesystem::copy_file(from + "/" + f, to + "/" + f);
+  std::ofstream(to + "/config.json") << config;
+  std::stringstream buf;
+  buf << std::ifstream(from + "/model.safetensors", std::ios::binary).rdbuf();
+  const std::string file = buf.str();
+  uint64_t len = 0;
+  for (int i = 7; i >= 0; --i) len = (len << 8) | static_cast<uint8_t>(file[static_cast<size_t>(i)]);
+  std::string header = file.substr(8, len);
+  for (const auto& [old_prefix, new_prefix] : renames) {
+    const std::string a = "\"" + old_prefix, b = "\"" + new_prefix;
+    for (size_t at = header.find(a); at != std::string::npos; at = header.find(a, at + b.size()))
+      header.replace(at, a.size(), b);
+  }
+  while (header.size() % 64 != len % 64) header += ' ';
+  std::string out(8, '\0');
+  for (int i = 0; i < 8; ++i) out[static_cast<size_t>(i)] = static_cast<char>((header.size() >> (8 * i)) & 0xff);
+  std::ofstream(to + "/model.safetensors", std::ios::binary) << out << header << file.substr(8 + len);
+}
+
+TEST(HybridMoe, MultimodalCheckpointNames) {
+  // Qwen3.5(-MoE) checkpoints are *ForConditionalGeneration: the text model under
+  // model.language_model.* (transformers) or language_model.model.* / language_model.lm_head
+  // (MLX-LM), the text config under text_config. Same weights, same logits.
+  TempDir dir("hybmoe");
+  TestModelSpec spec = *test_model_preset("tiny-qwen3-5-moe");
+  spec.format = TestModelFormat::kSafetensors;
+  spec.tie_embeddings = false;  // an lm_head to rename too
+  const std::string plain = dir.path() + "/plain";
+  ASSERT_TRUE(write_test_model(spec, plain).ok());
+  std::stringstream buf;
+  buf << std::ifstream(plain + "/config.json").rdbuf();
+  const std::string text_config = buf.str();
+  const std::string config = "{\"architectures\": [\"Qwen3_5MoeForConditionalGeneration\"], \"model_type\": "
+                             "\"qwen3_5_moe\", \"text_config\": " + text_config + "}";
+  rename_tensors(plain, dir.path() + "/hf", {{"model.", "model.language_model."}}, config);
+  rename_tensors(plain, dir.path() + "/mlx",
+                 {{"model.", "language_model.model."}, {"lm_head.", "language_model.lm_head."}}, config);
+  const std::vector<int32_t> prompt = tokens_of(12, 8);
+  std::vector<float> want;
+  for (const char* variant : {"plain", "hf", "mlx"}) {
+    auto files = ModelFiles::open(dir.path() + "/" + variant);
+    ASSERT_TRUE(files.ok()) << variant << ": " << files.error_message();
+    EXPECT_NE(files->find("model.layers.0.mlp.gate.weight"), nullptr) << variant;  // the text model's names
+    EXPECT_EQ(files->find("model.language_model.layers.0.mlp.gate.weight"), nullptr) << variant;
+    auto model = Model::load(*files);
+    ASSERT_TRUE(model.ok()) << variant << ": " << model.error_message();
+    auto kv = KvPagePool::create(model->kv_cache_config(KvFormat::kF32, 4));
+    ASSERT_TRUE(kv.ok());
+    ThreadPool threads(2);
+    const std::vector<float> got = prefill_all(*model, *kv, threads, prompt);
+    if (want.empty()) want = got;
+    EXPECT_EQ(got, want) << variant;
+  }
+}
+
 // The MoE variants (router + experts + gated shared expert after each mixer) keep the same state
 // and must pass the same checks.
 INSTANTIATE_TEST_SUITE_P(Archs, Hybrid,
-                         ::testing::Values("tiny-qwen3-next", "tiny-qwen3-5", "tiny-qwen3-next-moe", "tiny-qwen3-5-moe"),
+                         ::testing::Values("tiny-qwen3-next", "tiny-qwen3-5", "tiny-qwen3-next-moe",
+                                           "tiny-qwen3-5-moe"),
                          [](const ::testing::TestParamInfo<std::string>& i) {
                            std::string n = i.param;
                            for (char& ch : n)
