@@ -115,18 +115,25 @@ Result<PackedWeights> WeightLoader::matrix(std::string_view name, int64_t rows, 
 }
 
 Result<PackedWeights> WeightLoader::expert_matrix(std::string_view name, int64_t expert, int64_t n_expert,
-                                                  int64_t rows, int64_t cols) const {
+                                                  int64_t rows, int64_t cols, int64_t row_begin,
+                                                  int64_t n_rows) const {
   SPLASH_CHECK(expert >= 0 && expert < n_expert);
+  if (n_rows < 0) n_rows = rows;
+  SPLASH_CHECK(row_begin >= 0 && row_begin + n_rows <= rows);
   SPLASH_TRY(const ModelTensor* t, require(name));
   const auto& s = t->shape;
   if (s.size() != 3 || s[0] != static_cast<uint64_t>(n_expert) || s[1] != static_cast<uint64_t>(rows) ||
       s[2] != static_cast<uint64_t>(cols))
     return make_error(files_.path(), ": tensor '", name, "' has shape ", shape_str(s), ", expected [", n_expert, ", ",
                       rows, ", ", cols, "]");
-  const std::string label = str_cat(name, " [expert ", expert, "]");
+  const std::string label = n_rows == rows ? str_cat(name, " [expert ", expert, "]")
+                                            : str_cat(name, " [expert ", expert, ", rows ", row_begin, "..",
+                                                      row_begin + n_rows, "]");
+  // The expert's rows [row_begin, row_begin + n_rows): every array here stores whole rows in order.
   const auto slice = [&](std::span<const uint8_t> all) {
-    const size_t each = all.size() / static_cast<size_t>(n_expert);
-    return all.subspan(static_cast<size_t>(expert) * each, each);
+    const size_t each = all.size() / static_cast<size_t>(n_expert), row = each / static_cast<size_t>(rows);
+    return all.subspan(static_cast<size_t>(expert) * each + static_cast<size_t>(row_begin) * row,
+                       static_cast<size_t>(n_rows) * row);
   };
   if (t->mlx) {
     const auto& q = *t->mlx;
@@ -145,7 +152,7 @@ Result<PackedWeights> WeightLoader::expert_matrix(std::string_view name, int64_t
     v.codes = reinterpret_cast<const uint32_t*>(codes.data());
     v.scales = scales.data();
     v.biases = biases.data();
-    auto packed = pack_mlx_weights(v, rows, cols, isa_, label);
+    auto packed = pack_mlx_weights(v, n_rows, cols, isa_, label);
     if (!packed.ok()) return make_error(files_.path(), ": ", packed.error_message());
     release_file_pages(codes);
     release_file_pages(scales);
@@ -161,7 +168,7 @@ Result<PackedWeights> WeightLoader::expert_matrix(std::string_view name, int64_t
     return make_error(files_.path(), ": tensor '", name, "' holds ", t->data.size(), " bytes, expected ",
                       bytes ? *bytes : 0, " for ", traits.name, " ", shape_str(s));
   const auto data = slice(t->data);
-  auto packed = pack_weights(t->dtype, data.data(), rows, cols, isa_, label);
+  auto packed = pack_weights(t->dtype, data.data(), n_rows, cols, isa_, label);
   if (!packed.ok()) return make_error(files_.path(), ": ", packed.error_message());
   if (packed->owns_data()) release_file_pages(data);
   return packed;

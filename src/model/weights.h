@@ -120,9 +120,10 @@ class WeightLoader {
   Result<std::vector<float>> vector(std::string_view name, int64_t n) const;
   // Expert `expert` of a stacked [n_expert, rows, cols] tensor as a [rows, cols] matrix: a view of
   // that expert's slice of the mapping (or a repack of that slice alone); the other experts' bytes
-  // are not touched.
+  // are not touched. With n_rows >= 0, only rows [row_begin, row_begin + n_rows) of that expert's
+  // [rows, cols] slice (Hugging Face's fused gate_up_proj: gate rows, then up rows).
   Result<PackedWeights> expert_matrix(std::string_view name, int64_t expert, int64_t n_expert, int64_t rows,
-                                      int64_t cols) const;
+                                      int64_t cols, int64_t row_begin = 0, int64_t n_rows = -1) const;
 
   // Several [rows_i, cols] matrices stacked into one [sum rows_i, cols] projection when fusing is on
   // and they share a storage type (and MLX bits/group); otherwise one Projection each. Biases:

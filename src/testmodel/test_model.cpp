@@ -164,6 +164,8 @@ Status validate_test_model_spec(const TestModelSpec& s) {
     if (!(s.partial_rotary_factor > 0.0f && s.partial_rotary_factor <= 1.0f))
       return make_error("test model: partial_rotary_factor must be in (0, 1]");
   }
+  if (s.hf_fused_experts && (!s.moe() || s.format != TestModelFormat::kSafetensors || s.mlx_bits != 0))
+    return make_error("test model: --fused-experts is a plain safetensors layout of MoE experts (not GGUF or MLX)");
   if (s.hybrid_moe && !s.hybrid())
     return make_error("test model: --moe (MoE MLPs) is for the hybrids qwen3_next and qwen3_5; arch '", s.arch,
                       "' (use qwen3_moe for a MoE transformer)");

@@ -60,6 +60,9 @@ struct TestModelSpec {
   // Hybrids (qwen3_next, qwen3_5): MoE MLPs instead of dense ones (GGUF qwen35 becomes
   // qwen35moe, config.json Qwen3_5MoeForCausalLM / qwen3_5_moe).
   bool hybrid_moe = false;
+  // Plain safetensors: experts as transformers 5 / Qwen3.5-MoE store them (mlp.experts.gate_up_proj
+  // [E, 2f, d], mlp.experts.down_proj [E, d, f]) instead of one tensor per expert.
+  bool hf_fused_experts = false;
 
   bool moe() const { return arch == "qwen3_moe" || (hybrid() && hybrid_moe); }
   bool moe_layer(uint32_t il) const {

@@ -33,7 +33,7 @@ std::string test_model_usage() {
          "       [--mlx-bits N] [--mlx-group N] [--arch A] [--dim N] [--layers N] [--heads N] [--kv-heads N]\n"
          "       [--head-dim N] [--ffn N] [--vocab N] [--ctx N] [--rope-theta F] [--rms-eps F] [--tie|--no-tie]\n"
          "       MoE (qwen3_moe, hybrids with --moe): [--experts N] [--experts-used N] [--expert-ffn N]\n"
-         "       [--shared-expert-ffn N] [--no-norm-topk]\n"
+         "       [--shared-expert-ffn N] [--no-norm-topk] [--fused-experts (safetensors gate_up_proj)]\n"
          "       [--seed N] [--tokenizer tokenizer.json]\n"
          "       hybrids (qwen3_next, qwen3_5): [--moe] [--interval N] [--layer-types] [--linear-heads K,V]\n"
          "       [--linear-head-dim N] [--mlx-linear-bits N] [--mtp 1] --out PATH\n";
@@ -54,6 +54,7 @@ Result<TestModelArgs> parse_test_model_args(std::span<const std::string> args) {
     if (f == "--no-norm-topk") { out.spec.norm_topk_prob = false; continue; }
     if (f == "--layer-types") { out.spec.use_layer_types = true; continue; }
     if (f == "--moe") { out.spec.hybrid_moe = true; continue; }
+    if (f == "--fused-experts") { out.spec.hf_fused_experts = true; continue; }
     if (i + 1 >= args.size()) return make_error(f, ": missing value (", test_model_usage(), ")");
     const std::string& v = args[++i];
     TestModelSpec& s = out.spec;

@@ -165,6 +165,40 @@ Status write_safetensors_model(const TestModelSpec& spec, const TokenizerData& t
       }
       continue;
     }
+    if (t.stacked_experts && spec.hf_fused_experts) {
+      // transformers 5 layout: mlp.experts.gate_up_proj [E, 2f, d] (each expert's gate rows, then
+      // its up rows) and mlp.experts.down_proj [E, d, f].
+      const size_t at = t.hf_name.find("switch_mlp.");
+      const std::string prefix = t.hf_name.substr(0, at) + "experts.";
+      const std::string proj = t.hf_name.substr(at + 11);
+      if (proj == "up_proj.weight") continue;  // written with gate_proj
+      std::vector<TensorPlan> parts = {t};
+      if (proj == "gate_proj.weight") {
+        const std::string up_name = t.hf_name.substr(0, at) + "switch_mlp.up_proj.weight";
+        for (const TensorPlan& u : plan)
+          if (u.hf_name == up_name) parts.push_back(u);
+        SPLASH_CHECK(parts.size() == 2);
+      }
+      SafeTensorWrite w;
+      w.name = prefix + (parts.size() == 2 ? "gate_up_proj" : "down_proj");
+      w.dtype = dt;
+      w.shape = {t.shape[0], t.shape[1] * parts.size(), t.shape[2]};
+      w.produce = [parts, seed, dt](ByteSink& sink) -> Status {
+        const uint64_t n_exp = parts[0].shape[0], per = parts[0].n_elems() / n_exp;
+        std::vector<float> vals(per);
+        std::vector<uint8_t> bytes;
+        for (uint64_t e = 0; e < n_exp; ++e)
+          for (const TensorPlan& p : parts) {
+            generate_values(p, seed, e * per, vals);
+            bytes.clear();
+            SPLASH_TRY_STATUS(encode_rows(dt, vals, p.cols(), bytes));
+            SPLASH_TRY_STATUS(sink.write(bytes));
+          }
+        return {};
+      };
+      writes.push_back(std::move(w));
+      continue;
+    }
     if (t.stacked_experts) {  // Hugging Face layout: one [rows, cols] tensor per expert
       const uint64_t n_exp = t.shape[0], per = t.n_elems() / n_exp;
       for (uint64_t e = 0; e < n_exp; ++e) {

@@ -261,6 +261,11 @@ def check_hybrid_moe(tool, p):
         sane(f"{preset} gguf f32", lg)
         e = rel_err(lg, ls)
         check(e < 1e-5, f"{preset}: GGUF-F32 vs per-expert safetensors-F32 logits, max rel err {e:.2e} < 1e-5")
+        fu = make(tool, p(preset + "-fused"), *base, "--format", "safetensors", "--fused-experts")
+        check(readers.SafetensorsDir(fu).has("model.layers.0.mlp.experts.gate_up_proj"),
+              f"{preset}: --fused-experts writes mlp.experts.gate_up_proj")
+        e = rel_err(logits(fu), ls)
+        check(e == 0.0, f"{preset}: fused gate_up_proj experts == per-expert tensors (max rel err {e:.2e})")
         other = make(tool, p(preset + "-seed12.gguf"), "--preset", preset, "--seed", "12")
         check(rel_err(logits(other), lg) > 1e-2, f"{preset}: another seed gives other logits")
         qf = make(tool, p(preset + "-q8_0.gguf"), *base, "--type", "q8_0")

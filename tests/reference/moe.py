@@ -16,7 +16,9 @@ Tensor layouts:
   GGUF (llama.cpp):   blk.N.ffn_gate_inp [E, dim]; ffn_{gate,up}_exps [E, f, dim]; ffn_down_exps
                       [E, dim, f]; ffn_{gate,up,down}_shexp; ffn_gate_inp_shexp [dim].
   HF safetensors:     model.layers.N.mlp.gate [E, dim]; mlp.experts.<e>.{gate,up,down}_proj (one
-                      tensor per expert); mlp.shared_expert.*; mlp.shared_expert_gate [1, dim].
+                      tensor per expert) or, transformers 5 / Qwen3.5-MoE, mlp.experts.gate_up_proj
+                      [E, 2f, dim] (gate rows, then up rows) + mlp.experts.down_proj [E, dim, f];
+                      mlp.shared_expert.*; mlp.shared_expert_gate [1, dim].
   MLX (mlx-lm):       mlp.switch_mlp.{gate,up,down}_proj stacked [E, rows, cols] (quantized per row).
 Layer dicts get flat keys (moe_router, moe_gate, moe_up, moe_down, moe_sh_gate, moe_sh_up,
 moe_sh_down, moe_sh_inp), None when absent, so Model.cast and n_params handle them like the rest.
@@ -72,6 +74,12 @@ def load_hf(m, st, c):
         def experts(proj):
             if st.has(p + f"switch_mlp.{proj}.weight"):
                 return st.tensor(p + f"switch_mlp.{proj}.weight")
+            if st.has(p + "experts.gate_up_proj"):
+                if proj == "down_proj":
+                    return st.tensor(p + "experts.down_proj")
+                gu = st.tensor(p + "experts.gate_up_proj")
+                f = gu.shape[1] // 2
+                return gu[:, :f] if proj == "gate_proj" else gu[:, f:]
             return np.stack([st.tensor(p + f"experts.{e}.{proj}.weight") for e in range(n_exp)])
 
         L.update(moe_router=st.tensor(p + "gate.weight"), moe_gate=experts("gate_proj"), moe_up=experts("up_proj"),

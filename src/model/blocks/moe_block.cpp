@@ -35,9 +35,25 @@ Status load_experts(const WeightLoader& loader, int il, MoeWeights& w) {
     }
     return {};
   }
+  // transformers 5 / Qwen3.5-MoE checkpoints: mlp.experts.gate_up_proj [n_expert, 2 f, d] (gate
+  // rows, then up rows) and mlp.experts.down_proj [n_expert, d, f], no ".weight".
+  const std::string fused = loader.layer_name(il, "mlp.experts.gate_up_proj");
+  if (loader.find(fused) != nullptr) {
+    const std::string down = loader.layer_name(il, "mlp.experts.down_proj");
+    for (int64_t e = 0; e < n_expert; ++e) {
+      SPLASH_TRY(PackedWeights g, loader.expert_matrix(fused, e, n_expert, 2 * f, d, 0, f));
+      SPLASH_TRY(PackedWeights u, loader.expert_matrix(fused, e, n_expert, 2 * f, d, f, f));
+      SPLASH_TRY(PackedWeights dn, loader.expert_matrix(down, e, n_expert, d, f));
+      w.gate.push_back(std::move(g));
+      w.up.push_back(std::move(u));
+      w.down.push_back(std::move(dn));
+    }
+    return {};
+  }
   if (loader.find(loader.layer_name(il, "mlp.experts.0.gate_proj.weight")) == nullptr)
     return make_error(loader.files().path(), ": layer ", il, " has no expert weights (neither '", stacked,
-                      "gate_proj.weight' nor '", loader.layer_name(il, "mlp.experts.0.gate_proj.weight"), "')");
+                      "gate_proj.weight' nor '", fused, "' nor '",
+                      loader.layer_name(il, "mlp.experts.0.gate_proj.weight"), "')");
   for (int64_t e = 0; e < n_expert; ++e) {
     const std::string p = loader.layer_name(il, str_cat("mlp.experts.", e, "."));
     SPLASH_TRY(PackedWeights g, loader.matrix(p + "gate_proj.weight", f, d));

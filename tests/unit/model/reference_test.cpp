@@ -160,6 +160,9 @@ std::vector<Case> all_cases() {
     TestModelSpec st = spec_of(preset);
     st.format = TestModelFormat::kSafetensors;
     cases.push_back({std::string(preset) + "_st_F32", st, 1e-4});
+    TestModelSpec fused = st;  // transformers 5 / Qwen3.5-MoE: mlp.experts.gate_up_proj + down_proj
+    fused.hf_fused_experts = true;
+    cases.push_back({std::string(preset) + "_st_fused_F32", fused, 1e-4});
     TestModelSpec mixed = st;
     mixed.mlx_bits = 4;
     mixed.mlx_linear_bits = 8;
