@@ -96,6 +96,11 @@ endif()
 if(TARGET test_engine)
   target_link_libraries(test_engine PRIVATE splash_testmodel)
   add_dependencies(test_engine splash)
+  # The prefix cache on a hybrid with the issue's 16K-token shared prefix (skipped inside the unit run).
+  add_test(NAME prefix_cache_hybrid_16k COMMAND test_engine --gtest_filter=HybridPrefixCacheLong.*
+           WORKING_DIRECTORY ${CMAKE_BINARY_DIR})
+  set_tests_properties(prefix_cache_hybrid_16k PROPERTIES LABELS cache_long TIMEOUT 300
+                       ENVIRONMENT "SPLASH_LONG_TESTS=1")
 endif()
 # --- end engine ---
 

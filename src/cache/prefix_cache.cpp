@@ -240,6 +240,17 @@ void PrefixCache::publish(std::span<const int32_t> tokens, const KvPageTable& ta
         return;
       }
       it->second.last_use = ++clock_;
+      // A lane that recomputed a cached block (a hybrid resumes from a checkpoint below its KV match)
+      // holds a second copy of it: the index takes the lane's page and frees its own, unless someone
+      // else reads it. Otherwise the duplicates pin the cached chain (its children are the lane's
+      // pages) and a long second conversation can run out of pages.
+      const int32_t page = table.pages[static_cast<size_t>(i)];
+      if (page != it->second.page && pool_.refcount(it->second.page) == 1) {
+        pool_.retain_page(page);
+        pool_.release_page(it->second.page);
+        it->second.page = page;
+        ++stats_.kv_page_swaps;
+      }
       continue;
     }
     const int32_t page = table.pages[static_cast<size_t>(i)];

@@ -64,6 +64,7 @@ struct PrefixCacheStats {
   int64_t kv_pages = 0;            // entries (each holds one page)
   int64_t kv_publications = 0;     // pages added
   int64_t kv_evictions = 0;        // pages dropped by LRU
+  int64_t kv_page_swaps = 0;       // cached pages replaced by a lane's recomputed copy (one freed)
   // checkpoints
   int64_t checkpoints = 0;
   int64_t checkpoint_bytes = 0;
