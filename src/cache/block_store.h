@@ -60,6 +60,7 @@ struct BlockStoreStats {
   int64_t records_read = 0;      // get() hits (restores)
   int64_t evictions = 0;         // records dropped to stay within the quota
   int64_t unneeded = 0;          // put() of a block already stored or queued (nothing written)
+  int64_t refreshed = 0;         // fresh copies written by refresh(): old records still in use
   int64_t restored_kv_blocks = 0;  // restored_records by kind, and their bytes
   int64_t restored_states = 0;
   int64_t restored_bytes = 0;
@@ -75,6 +76,16 @@ class BlockStore {
   // ids (stored to check a hit against hash collisions). Returns false (and the block is simply
   // lost, as without a disk tier) when the bounded write queue is full or the store is disabled.
   virtual bool put(const BlockInfo& info, std::span<const int32_t> tokens, std::span<const uint8_t> payload) = 0;
+
+  // The caller still uses a block the store may hold (a RAM hit, a re-publication, a re-eviction):
+  // when the store's copy is old enough to be among the next to leave (a ring, a quota), a fresh copy
+  // is queued, so a prefix in constant use (a shared system prompt) and every chain under it stay.
+  // Nothing happens for a block the store does not hold or holds a recent copy of. Returns whether a
+  // copy was queued. Cheap when nothing is due (no payload copy).
+  virtual bool refresh(const BlockInfo& info, std::span<const int32_t> tokens, std::span<const uint8_t> payload) {
+    (void)info, (void)tokens, (void)payload;
+    return false;
+  }
 
   // Whether a record of that key and kind is present (index only, no I/O).
   virtual bool contains(const BlockKey& key, BlockKind kind) const = 0;

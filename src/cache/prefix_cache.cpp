@@ -74,6 +74,8 @@ void PrefixCache::drop_entry(Index::iterator it) {
     const bool ok = options_.disk->put(info, e.tokens,
                                        {pool_.page_data(e.page), static_cast<size_t>(pool_.page_bytes())});
     ++(ok ? stats_.disk_offloads : stats_.offload_failures);
+  } else {
+    refresh_on_disk(key, e);  // stored long ago: a fresh copy, or it leaves the disk soon after RAM
   }
   // A checkpoint at this block is unreachable without its page: it goes too (to disk first).
   if (checkpoints_.contains(key)) drop_checkpoint(key, true);
@@ -127,6 +129,23 @@ int64_t PrefixCache::pages_exclusive() const {
   return n;
 }
 
+void PrefixCache::refresh_on_disk(const BlockKey& key, const Entry& e) {
+  if (options_.disk == nullptr) return;
+  const BlockInfo info{key, e.parent, BlockKind::kKvPage, e.depth * kKvPageTokens};
+  if (options_.disk->refresh(info, e.tokens, {pool_.page_data(e.page), static_cast<size_t>(pool_.page_bytes())}))
+    ++stats_.disk_refreshes;
+}
+
+void PrefixCache::refresh_state_on_disk(const BlockKey& key, std::span<const float> state) {
+  if (options_.disk == nullptr) return;
+  auto e = index_.find(key);
+  if (e == index_.end()) return;
+  const BlockInfo info{key, e->second.parent, BlockKind::kState, e->second.depth * kKvPageTokens};
+  if (options_.disk->refresh(info, e->second.tokens,
+                             {reinterpret_cast<const uint8_t*>(state.data()), state.size_bytes()}))
+    ++stats_.disk_refreshes;
+}
+
 int32_t PrefixCache::take_page() {
   int32_t page = pool_.allocate_page();
   if (page < 0 && evict(1) == 1) page = pool_.allocate_page();
@@ -168,6 +187,7 @@ PrefixMatch PrefixCache::lookup(std::span<const int32_t> tokens, int64_t limit) 
       break;
     }
     it->second.last_use = ++clock_;
+    refresh_on_disk(key, it->second);
     pool_.retain_page(it->second.page);
     m.kv.pages.push_back(it->second.page);
     m.kv.n_tokens += kKvPageTokens;
@@ -251,6 +271,7 @@ void PrefixCache::publish(std::span<const int32_t> tokens, const KvPageTable& ta
         it->second.page = page;
         ++stats_.kv_page_swaps;
       }
+      refresh_on_disk(key, it->second);
       continue;
     }
     const int32_t page = table.pages[static_cast<size_t>(i)];
@@ -316,6 +337,8 @@ void PrefixCache::drop_checkpoint(const BlockKey& key, bool to_disk) {
           info, e->second.tokens, {reinterpret_cast<const uint8_t*>(s.data()), s.size() * sizeof(float)});
       ++(ok ? stats_.disk_offloads : stats_.offload_failures);
     }
+  } else if (to_disk) {
+    refresh_state_on_disk(key, s);
   }
   stats_.checkpoint_bytes -= static_cast<int64_t>(s.size() * sizeof(float));
   --stats_.checkpoints;
@@ -338,6 +361,7 @@ int64_t PrefixCache::find_checkpoint(const std::vector<BlockKey>& keys, int64_t 
     if (auto it = checkpoints_.find(key); it != checkpoints_.end()) {
       it->second.last_use = ++clock_;
       out = it->second.state;
+      refresh_state_on_disk(key, out);
       return d;
     }
     if (options_.disk != nullptr && options_.disk->contains(key, BlockKind::kState)) {
@@ -347,6 +371,7 @@ int64_t PrefixCache::find_checkpoint(const std::vector<BlockKey>& keys, int64_t 
         out.resize(static_cast<size_t>(options_.recurrent_floats));
         std::memcpy(out.data(), bytes->data(), bytes->size());
         ++stats_.disk_hits;
+        refresh_state_on_disk(key, out);
         return d;
       }
     }

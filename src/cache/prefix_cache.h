@@ -20,7 +20,9 @@
 // declare no group and matches end wherever the KV does.
 //
 // Disk tier: with a BlockStore, an evicted page (and checkpoint) is handed to it before it is dropped,
-// and a block missing from the index is asked from it before the match stops.
+// and a block missing from the index is asked from it before the match stops. A block the store
+// already holds is refreshed (BlockStore::refresh) whenever it is hit, published again or evicted
+// again, so the store's oldest records are the ones nobody uses.
 //
 // Thread-safety: none; the engine thread owns the cache and the pool. The pool must outlive the cache.
 #pragma once
@@ -76,6 +78,7 @@ struct PrefixCacheStats {
   int64_t disk_hits = 0;           // pages and states read back
   int64_t disk_offloads = 0;       // puts accepted
   int64_t offload_failures = 0;    // puts refused (queue full, quota, disabled)
+  int64_t disk_refreshes = 0;      // fresh copies of old disk records of blocks still in use
 };
 
 // What lookup() hands over: the caller owns kv (release it to the pool) and resumes at n_tokens.
@@ -166,6 +169,10 @@ class PrefixCache {
   Entry& insert(const BlockKey& key, const BlockKey& parent, int64_t depth, int32_t page,
                 std::span<const int32_t> block);
   void drop_entry(Index::iterator it);
+  // The block (its page; a checkpoint's state) is in use again: the disk tier rewrites its record when
+  // the one it holds is old, so a hot prefix keeps its disk copy and the chains stored under it.
+  void refresh_on_disk(const BlockKey& key, const Entry& e);
+  void refresh_state_on_disk(const BlockKey& key, std::span<const float> state);
   void drop_checkpoint(const BlockKey& key, bool to_disk);
   void enforce_checkpoint_budget();
   // Reads block `key` from the disk tier into a fresh page and indexes it; false when absent or failed.

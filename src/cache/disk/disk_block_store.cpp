@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 
 #include "cache/disk/record.h"
 #include "core/log.h"
@@ -77,21 +78,36 @@ Result<std::unique_ptr<DiskBlockStore>> DiskBlockStore::open(const DiskStoreOpti
 // --- put / contains / get ------------------------------------------------------------------------
 
 bool DiskBlockStore::put(const BlockInfo& info, std::span<const int32_t> tokens, std::span<const uint8_t> payload) {
+  return enqueue(info, tokens, payload, /*refresh_only=*/false) != Enqueue::kRefused;
+}
+
+bool DiskBlockStore::refresh(const BlockInfo& info, std::span<const int32_t> tokens, std::span<const uint8_t> payload) {
+  return enqueue(info, tokens, payload, /*refresh_only=*/true) == Enqueue::kQueued;
+}
+
+DiskBlockStore::Enqueue DiskBlockStore::enqueue(const BlockInfo& info, std::span<const int32_t> tokens,
+                                                std::span<const uint8_t> payload, bool refresh_only) {
   const IndexKey id{info.key, info.kind};
   const bool fits_format = tokens.size() <= disk::kMaxRecordTokens && payload.size() < disk::kMaxRecordPayload;
   const uint64_t bytes = fits_format ? disk::record_bytes(tokens.size(), payload.size()) : 0;
-  {
-    // Cheap refusals before copying the payload.
-    std::lock_guard lock(mu_);
+  // Under mu_: what to do before (and again after) copying the payload outside the lock.
+  auto decide = [&]() -> std::optional<Enqueue> {
+    if (refresh_only && (!index_.count(id) || disabled_)) return Enqueue::kUnneeded;  // not ours to write
     if (!fits_format || disabled_ || bytes > static_cast<uint64_t>(options_.quota_bytes) ||
         (queued_bytes_ + bytes > queue_limit_ && !queue_.empty())) {
       ++stats_.writes_dropped;
-      return false;
+      return Enqueue::kRefused;
     }
     if (!needs_write_locked(id)) {
-      ++stats_.unneeded;
-      return true;
+      if (!refresh_only) ++stats_.unneeded;
+      return Enqueue::kUnneeded;
     }
+    return std::nullopt;
+  };
+  {
+    // Cheap answers before copying the payload.
+    std::lock_guard lock(mu_);
+    if (auto d = decide()) return *d;
   }
   auto p = std::make_shared<Pending>();
   p->info = info;
@@ -100,20 +116,14 @@ bool DiskBlockStore::put(const BlockInfo& info, std::span<const int32_t> tokens,
   p->bytes = bytes;
   {
     std::lock_guard lock(mu_);
-    if (disabled_ || (queued_bytes_ + bytes > queue_limit_ && !queue_.empty())) {
-      ++stats_.writes_dropped;
-      return false;
-    }
-    if (!needs_write_locked(id)) {
-      ++stats_.unneeded;
-      return true;
-    }
+    if (auto d = decide()) return *d;
+    if (refresh_only) ++stats_.refreshed;
     pending_.emplace(id, p);
     queue_.push_back(std::move(p));
     queued_bytes_ += bytes;
   }
   work_cv_.notify_one();
-  return true;
+  return Enqueue::kQueued;
 }
 
 bool DiskBlockStore::needs_write_locked(const IndexKey& id) const {

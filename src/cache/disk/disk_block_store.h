@@ -8,8 +8,9 @@
 // itself and records are overwritten in place. KV pages and states share the file and the quota.
 // Eviction follows the ring (oldest written first) and takes whole chains: a KV block that leaves
 // takes the records hanging off it (descendants, states), which no lookup from the root could
-// reach any more. A put() of a block stored more than half a quota of writes ago writes a fresh
-// copy at the head, so prefixes that keep being published (shared system prompts) stay.
+// reach any more. A put() or refresh() of a block stored more than half a quota of writes ago
+// writes a fresh copy at the head (the old copy then leaves alone, nothing hangs off it), so
+// prefixes the RAM tier keeps using (shared system prompts) stay, and the chains under them.
 //
 // Threads: put() copies the block into a bounded queue and returns (false when the queue is full
 // or the store is disabled); one writer thread drains the queue in batches (one pwrite per run of
@@ -64,6 +65,7 @@ class DiskBlockStore final : public BlockStore {
   ~DiskBlockStore() override;  // flushes, stops the writer
 
   bool put(const BlockInfo& info, std::span<const int32_t> tokens, std::span<const uint8_t> payload) override;
+  bool refresh(const BlockInfo& info, std::span<const int32_t> tokens, std::span<const uint8_t> payload) override;
   bool contains(const BlockKey& key, BlockKind kind) const override;
   Result<std::vector<uint8_t>> get(const BlockKey& key, BlockKind kind, std::span<const int32_t> tokens) override;
   // Waits until every queued block is written to the file (the page cache: it survives the process,
@@ -118,6 +120,10 @@ class DiskBlockStore final : public BlockStore {
   void insert_locked(uint64_t offset, const Entry& e);
   // Under mu_: whether a put() of `id` has anything to write (not queued, not stored recently).
   bool needs_write_locked(const IndexKey& id) const;
+  enum class Enqueue { kQueued, kUnneeded, kRefused };
+  // put() and refresh(): queues a copy when needs_write_locked (refresh_only: and the block is stored).
+  Enqueue enqueue(const BlockInfo& info, std::span<const int32_t> tokens, std::span<const uint8_t> payload,
+                  bool refresh_only);
   void disable(const std::string& why);
 
   DiskStoreOptions options_;

@@ -1,0 +1,145 @@
+// The RAM tier over the real SSD tier (PrefixCache + DiskBlockStore): what only the two together do.
+#include <gtest/gtest.h>
+
+#include <numeric>
+#include <vector>
+
+#include "cache/disk/record.h"
+#include "cache/prefix_cache.h"
+#include "disk_test_util.h"
+
+namespace splash {
+namespace {
+
+using namespace disk_test;  // NOLINT
+
+constexpr int64_t T = kKvPageTokens;
+
+// 2 layers x 2 heads x 16 dims, f32: 16 KiB pages.
+KvCacheConfig small_config(int64_t n_pages) { return KvCacheConfig{2, 2, 16, n_pages, KvFormat::kF32}; }
+
+std::vector<int32_t> seq_tokens(int64_t n, int32_t salt) {
+  std::vector<int32_t> t(static_cast<size_t>(n));
+  std::iota(t.begin(), t.end(), salt);
+  return t;
+}
+
+std::vector<int32_t> concat(std::vector<int32_t> a, const std::vector<int32_t>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+// A sequence's KV as a model would leave it: each row a function of (position, token).
+KvPageTable prefill(KvPagePool& pool, std::span<const int32_t> tokens) {
+  KvPageTable t;
+  EXPECT_TRUE(pool.append(t, static_cast<int64_t>(tokens.size())).ok());
+  const int width = pool.config().n_kv_head * pool.config().head_dim;
+  std::vector<float> k(static_cast<size_t>(width)), v(static_cast<size_t>(width));
+  for (size_t p = 0; p < tokens.size(); ++p) {
+    for (int j = 0; j < width; ++j) {
+      k[static_cast<size_t>(j)] = static_cast<float>(tokens[p]) + 0.5f * static_cast<float>(p) + 0.001f * static_cast<float>(j);
+      v[static_cast<size_t>(j)] = -k[static_cast<size_t>(j)];
+    }
+    for (int il = 0; il < pool.config().n_layer; ++il) pool.write(t, il, static_cast<int64_t>(p), 1, k.data(), v.data());
+  }
+  return t;
+}
+
+// A shared system prompt is written to disk once, by the first eviction; every later conversation
+// reads it back (or finds it in RAM) and leaves its own blocks on disk under it. The ring wraps the
+// quota several times: the system prompt's first copy reaches the ring's end early, and unless it is
+// refreshed every conversation under it leaves the disk with it, however recent.
+TEST(PrefixCacheDisk, SharedPrefixInUseKeepsItsDiskCopyAcrossRingWraps) {
+  TempDir dir;
+  KvPagePool pool = *KvPagePool::create(small_config(32));
+  const int64_t rec = static_cast<int64_t>(disk::record_bytes(T, static_cast<size_t>(pool.page_bytes())));
+  const int64_t quota = 16 * rec;
+  auto store = open_store(dir.path(), quota, /*persistent=*/false);
+  ASSERT_TRUE(store);
+  PrefixCacheOptions o;
+  o.namespace_description = "test";
+  o.disk = store.get();
+  PrefixCache cache(pool, o);
+  const auto system = seq_tokens(2 * T, 100000);
+  const int n_conv = 40;  // 2 own blocks each: 80+ records through a 16-record quota
+  for (int c = 0; c < n_conv; ++c) {
+    const auto tokens = concat(system, seq_tokens(2 * T + 5, 1000 * c));
+    PrefixMatch m = cache.lookup(tokens, static_cast<int64_t>(tokens.size()) - 1);
+    if (c > 0) {
+      EXPECT_EQ(m.n_tokens, 2 * T) << "conversation " << c << " finds the system prompt";
+      EXPECT_EQ(m.disk_tokens, 2 * T) << "conversation " << c;
+    }
+    pool.release(m.kv);
+    KvPageTable t = prefill(pool, tokens);
+    BlockChain chain;
+    cache.publish(tokens, t, chain);
+    pool.release(t);
+    EXPECT_EQ(cache.evict(100), 4);  // everything to disk: RAM keeps nothing between conversations
+    store->flush();
+  }
+  const BlockStoreStats st = store->stats();
+  EXPECT_GT(st.bytes_written, 4 * quota) << "the ring wrapped the quota several times";
+  EXPECT_GT(st.evictions, 0);
+  EXPECT_LE(st.bytes_used, quota);
+  EXPECT_GT(st.refreshed, 0);
+  EXPECT_GT(cache.stats().disk_refreshes, 0);
+  // The newest conversations are whole on disk, system prompt included.
+  for (int c = n_conv - 3; c < n_conv; ++c) {
+    const auto tokens = concat(system, seq_tokens(2 * T + 5, 1000 * c));
+    PrefixMatch m = cache.lookup(tokens, static_cast<int64_t>(tokens.size()) - 1);
+    EXPECT_EQ(m.n_tokens, 4 * T) << "conversation " << c;
+    EXPECT_EQ(m.disk_tokens, 4 * T) << "conversation " << c;
+    pool.release(m.kv);
+    cache.evict(100);
+  }
+}
+
+// The same with the system prompt hot in RAM: a lane holds its pages the whole time, so RAM never
+// evicts it again and only lookups touch it; its disk copy must still not age out.
+TEST(PrefixCacheDisk, PrefixHeldInRamKeepsItsDiskCopy) {
+  TempDir dir;
+  KvPagePool pool = *KvPagePool::create(small_config(32));
+  const int64_t rec = static_cast<int64_t>(disk::record_bytes(T, static_cast<size_t>(pool.page_bytes())));
+  auto store = open_store(dir.path(), 16 * rec, /*persistent=*/false);
+  ASSERT_TRUE(store);
+  PrefixCacheOptions o;
+  o.namespace_description = "test";
+  o.disk = store.get();
+  PrefixCache cache(pool, o);
+  const auto system = seq_tokens(2 * T, 100000);
+  {
+    KvPageTable t = prefill(pool, system);
+    BlockChain chain;
+    cache.publish(system, t, chain);
+    pool.release(t);
+    cache.evict(100);  // the system prompt's only disk copy, written first
+    store->flush();
+  }
+  PrefixMatch held = cache.lookup(concat(system, {7}), 2 * T);  // a lane's lease from now on
+  ASSERT_EQ(held.n_tokens, 2 * T);
+  for (int c = 0; c < 40; ++c) {
+    const auto tokens = concat(system, seq_tokens(2 * T + 5, 1000 * c));
+    PrefixMatch m = cache.lookup(tokens, static_cast<int64_t>(tokens.size()) - 1);
+    EXPECT_EQ(m.n_tokens, 2 * T) << "conversation " << c;
+    pool.release(m.kv);
+    KvPageTable t = prefill(pool, tokens);
+    BlockChain chain;
+    cache.publish(tokens, t, chain);
+    pool.release(t);
+    cache.evict(100);  // the conversation's own blocks; the leased system prompt stays in RAM
+    store->flush();
+    if (c >= 1) {
+      // The previous conversation is still whole on disk under the system prompt.
+      const auto prev = concat(system, seq_tokens(2 * T + 5, 1000 * (c - 1)));
+      PrefixMatch p = cache.lookup(prev, static_cast<int64_t>(prev.size()) - 1);
+      EXPECT_EQ(p.n_tokens, 4 * T) << "conversation " << c - 1 << " after " << c;
+      pool.release(p.kv);
+      cache.evict(100);
+      store->flush();
+    }
+  }
+  pool.release(held.kv);
+}
+
+}  // namespace
+}  // namespace splash
