@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "backend/cpu/attention_kernels.h"
+#include "core/half.h"
 
 namespace splash {
 
@@ -18,6 +19,12 @@ constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 // Split-K (see attention()): pages per split, and the most query rows a split call may have.
 constexpr int64_t kSplitPages = 16;
 constexpr int64_t kSplitMaxRows = 32;
+// Prefill tier (calls of more than kSplitMaxRows query tokens, where the ISA has it): rows per query
+// tile, so each converted K/V page serves twice the rows of the 32-row tiles.
+constexpr int kPrefillRows = 64;
+// ... and only from this context on: below it attention is a small part of the forward pass, and the
+// row-major kernels give each row the bits a one-row (decode) call gives it.
+constexpr int64_t kPrefillMinContext = 256;
 
 int64_t round_up16(int64_t n) { return (n + 15) / 16 * 16; }
 
@@ -56,9 +63,16 @@ void attention(const float* q, int64_t n_q, int64_t q_pos0, const PagedKvView& k
   const float scale = p.scale > 0.0f ? p.scale : 1.0f / std::sqrt(static_cast<float>(hd));
   const cpu::AttentionKernels& K = pick_kernels(p.level, hd);
 
-  // A query tile holds bq tokens x the g heads of one KV group: ~32 rows share every key tile.
-  const int bq = std::max(1, 32 / g);
+  // A query tile holds bq tokens x the g heads of one KV group: ~32 rows share every key tile (~64 in
+  // the prefill tier). Calls of <= 32 tokens (decode, verify blocks) always take the row-major path.
+  const bool transposed = n_q > kSplitMaxRows && q_pos0 + n_q >= kPrefillMinContext && K.scores_t != nullptr &&
+                          g <= kPrefillRows;
+  const bool bf16 = transposed && p.prefill_bf16 && K.scores_bf16 != nullptr && cpu_features().avx512bf16 &&
+                    kv.geo.format != KvFormat::kF32;
+  const int bq = transposed ? kPrefillRows / g : std::max(1, 32 / g);
   const int rows_max = bq * g;
+  // The transposed tiles are padded to whole vectors of 16 rows.
+  const int rows_cap = transposed ? static_cast<int>(round_up16(rows_max)) : rows_max;
   const int64_t n_qt = (n_q + bq - 1) / bq;
   const int64_t base_tasks = n_qt * p.n_kv_head;
   const int threads = pool.size();
@@ -79,12 +93,15 @@ void attention(const float* q, int64_t n_q, int64_t q_pos0, const PagedKvView& k
   AttentionScratch local;
   AttentionScratch& ws = scratch != nullptr ? *scratch : local;
   const int64_t tile = round_up16(int64_t{kKvPageTokens} * hd);
-  const int64_t per_thread = round_up16(int64_t{rows_max} * hd) * 2 + tile * 2 +
-                             round_up16(int64_t{rows_max} * kKvPageTokens) + round_up16(rows_max) * 3 + 32 * 2;
+  const int64_t per_thread = round_up16(int64_t{rows_cap} * hd) * 2 + tile * 2 +
+                             round_up16(int64_t{rows_cap} * kKvPageTokens) + round_up16(rows_cap) * 3 + 32 * 2;
   if (static_cast<int64_t>(ws.per_thread.size()) < per_thread * threads)
     ws.per_thread.resize(static_cast<size_t>(per_thread * threads));
-  if (static_cast<int64_t>(ws.valid.size()) < int64_t{rows_max} * threads)
-    ws.valid.resize(static_cast<size_t>(rows_max * threads));
+  if (static_cast<int64_t>(ws.valid.size()) < int64_t{rows_cap} * threads)
+    ws.valid.resize(static_cast<size_t>(rows_cap * threads));
+  const int64_t per_thread_bf16 = int64_t{rows_cap} * hd + 2 * int64_t{kKvPageTokens} * hd;
+  if (bf16 && static_cast<int64_t>(ws.bf16.size()) < per_thread_bf16 * threads)
+    ws.bf16.resize(static_cast<size_t>(per_thread_bf16 * threads));
   // Split-K partials: per task, acc [rows, hd], m [rows], l [rows].
   const int64_t part_stride = int64_t{rows_max} * (hd + 2);
   if (n_split > 1 && static_cast<int64_t>(ws.parts.size()) < n_tasks * part_stride)
@@ -99,17 +116,17 @@ void attention(const float* q, int64_t n_q, int64_t q_pos0, const PagedKvView& k
       b += n;
       return r;
     };
-    t.q = take(round_up16(int64_t{rows_max} * hd));
-    t.acc = take(round_up16(int64_t{rows_max} * hd));
+    t.q = take(round_up16(int64_t{rows_cap} * hd));
+    t.acc = take(round_up16(int64_t{rows_cap} * hd));
     t.k = take(tile);
     t.v = take(tile);
-    t.s = take(round_up16(int64_t{rows_max} * kKvPageTokens));
-    t.m = take(round_up16(rows_max));
-    t.l = take(round_up16(rows_max));
-    t.alpha = take(round_up16(rows_max));
+    t.s = take(round_up16(int64_t{rows_cap} * kKvPageTokens));
+    t.m = take(round_up16(rows_cap));
+    t.l = take(round_up16(rows_cap));
+    t.alpha = take(round_up16(rows_cap));
     t.kscale = take(32);
     t.vscale = take(32);
-    t.valid = ws.valid.data() + int64_t{rows_max} * thread;
+    t.valid = ws.valid.data() + int64_t{rows_cap} * thread;
     return t;
   };
 
@@ -122,6 +139,65 @@ void attention(const float* q, int64_t n_q, int64_t q_pos0, const PagedKvView& k
     const int nt = static_cast<int>(std::min<int64_t>(bq, n_q - t0));
     const int rows = nt * g;
     Tiles tl = tiles(thread);
+    const int64_t kv_end = q_pos0 + t0 + nt;  // keys the last row of the tile sees
+    const int64_t np = (kv_end + kKvPageTokens - 1) / kKvPageTokens;
+
+    if (transposed) {
+      // n_split is 1 here (n_q > kSplitMaxRows), so page 0 comes first and every row's max is finite
+      // from then on. Padding rows: zero queries that see key 0 of each page.
+      const int rp = static_cast<int>(round_up16(rows));
+      for (int r = 0; r < rp; ++r) {
+        const float* src = r < rows ? q + ((t0 + r / g) * p.n_head + kvh * g + r % g) * hd : nullptr;
+        for (int d = 0; d < hd; ++d) tl.q[int64_t{d} * rp + r] = src != nullptr ? src[d] * scale : 0.0f;
+        tl.m[r] = kNegInf;
+        tl.l[r] = 0.0f;
+      }
+      std::fill(tl.acc, tl.acc + int64_t{rp} * hd, 0.0f);
+      if (bf16) {
+        uint16_t* qb = ws.bf16.data() + per_thread_bf16 * thread;  // words [hd / 2, rp]
+        uint16_t* kb = qb + int64_t{rp} * hd;                      // [32, hd]
+        uint16_t* vb = kb + int64_t{kKvPageTokens} * hd;           // words [16, hd]
+        for (int e = 0; e < hd / 2; ++e)
+          for (int r = 0; r < rp; ++r) {
+            qb[2 * (int64_t{e} * rp + r)] = f32_to_bf16(tl.q[int64_t{2 * e} * rp + r]);
+            qb[2 * (int64_t{e} * rp + r) + 1] = f32_to_bf16(tl.q[int64_t{2 * e + 1} * rp + r]);
+          }
+        for (int64_t pg = 0; pg < np; ++pg) {
+          const int64_t kbase = pg * kKvPageTokens;
+          const int nk = static_cast<int>(std::min<int64_t>(kKvPageTokens, kv_end - kbase));
+          K.load_tile_bf16(kv.geo, kv.k_block(pg), static_cast<int>(kvh), nk, false, kb, tl.kscale);
+          K.load_tile_bf16(kv.geo, kv.v_block(pg), static_cast<int>(kvh), nk, true, vb, tl.vscale);
+          K.scores_bf16(qb, rp, kb, nk, hd, tl.s);
+          for (int r = 0; r < rp; ++r) {
+            const int64_t qpos = q_pos0 + t0 + std::min(r, rows - 1) / g;
+            tl.valid[r] = r < rows ? static_cast<int32_t>(std::clamp<int64_t>(qpos - kbase + 1, 0, nk)) : 1;
+          }
+          K.softmax_t(tl.s, rp, nk, tl.valid, tl.kscale, tl.vscale, tl.m, tl.l, tl.alpha);
+          K.accumulate_bf16(tl.acc, rp, tl.s, tl.alpha, vb, nk, hd);
+        }
+      }
+      for (int64_t pg = 0; pg < (bf16 ? 0 : np); ++pg) {
+        const int64_t kbase = pg * kKvPageTokens;
+        const int nk = static_cast<int>(std::min<int64_t>(kKvPageTokens, kv_end - kbase));
+        K.load_tile(kv.geo, kv.k_block(pg), static_cast<int>(kvh), nk, tl.k, tl.kscale);
+        K.load_tile(kv.geo, kv.v_block(pg), static_cast<int>(kvh), nk, tl.v, tl.vscale);
+        const int n4 = (nk + 3) & ~3;  // load_tile zeroed the rows up to n4; the score blocks read to 32
+        if (n4 < kKvPageTokens) std::fill(tl.k + int64_t{n4} * hd, tl.k + int64_t{kKvPageTokens} * hd, 0.0f);
+        K.scores_t(tl.q, rp, tl.k, nk, hd, tl.s);
+        for (int r = 0; r < rp; ++r) {
+          const int64_t qpos = q_pos0 + t0 + std::min(r, rows - 1) / g;
+          tl.valid[r] = r < rows ? static_cast<int32_t>(std::clamp<int64_t>(qpos - kbase + 1, 0, nk)) : 1;
+        }
+        K.softmax_t(tl.s, rp, nk, tl.valid, tl.kscale, tl.vscale, tl.m, tl.l, tl.alpha);
+        K.accumulate_t(tl.acc, rp, tl.s, tl.alpha, tl.v, nk, hd);
+      }
+      for (int r = 0; r < rows; ++r) {
+        float* o = out + ((t0 + r / g) * p.n_head + kvh * g + r % g) * hd;
+        const float inv = 1.0f / tl.l[r];
+        for (int d = 0; d < hd; ++d) o[d] = tl.acc[int64_t{d} * rp + r] * inv;
+      }
+      return;
+    }
 
     for (int r = 0; r < rows; ++r) {
       const float* src = q + ((t0 + r / g) * p.n_head + kvh * g + r % g) * hd;
@@ -131,8 +207,6 @@ void attention(const float* q, int64_t n_q, int64_t q_pos0, const PagedKvView& k
     }
     std::fill(tl.acc, tl.acc + int64_t{rows} * hd, 0.0f);
 
-    const int64_t kv_end = q_pos0 + t0 + nt;  // keys the last row of the tile sees
-    const int64_t np = (kv_end + kKvPageTokens - 1) / kKvPageTokens;
     const int64_t pg0 = std::min(np, split * kSplitPages);
     const int64_t pg1 = n_split == 1 ? np : std::min(np, pg0 + kSplitPages);
     for (int64_t pg = pg0; pg < pg1; ++pg) {

@@ -31,6 +31,10 @@ struct AttentionParams {
   int head_dim = 0;    // must equal the view's geometry
   float scale = 0.0f;  // score scale; 0 = 1 / sqrt(head_dim)
   IsaLevel level = IsaLevel::kAvx512;  // clamped to the CPU; lower it to force a kernel tier
+  // Long prefill calls (more than 32 query tokens, context >= 256) on int8 / bf16 KV may compute
+  // QK^T and PV with bf16 products (vdpbf16ps, where the CPU has AVX512_BF16): the queries and the
+  // probabilities are rounded to bf16 (the KV codes are exact in bf16). Off: f32 products throughout.
+  bool prefill_bf16 = false;
 };
 
 // Per-call working memory, kept by the caller across calls so attention() allocates nothing once it
@@ -39,6 +43,7 @@ struct AttentionScratch {
   std::vector<float> per_thread;  // [threads, per-thread tiles]: queries, accumulators, K/V tiles, scores
   std::vector<int32_t> valid;     // [threads, rows]
   std::vector<float> parts;       // split-K partials [tasks, rows, head_dim + 2]
+  std::vector<uint16_t> bf16;     // [threads, queries + K + V tiles as bf16] (prefill_bf16 only)
 };
 
 // q: [n_q, n_head, head_dim] f32; out: [n_q, n_head, head_dim] f32 (must not overlap q).

@@ -3,6 +3,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <bit>
 #include <cstring>
 
 #include "backend/cpu/activation_vexp.h"
@@ -67,8 +68,239 @@ struct Simd {
 
 #include "backend/cpu/attention_simd_impl.h"
 
+// --- prefill tier: query rows in vector lanes ----------------------------------------------------
+// Scores are outer products (a broadcast key element times 16 rows of one query dimension), so a
+// [J keys x RV row-vectors] block is all FMAs with no reduction; the online softmax runs on whole
+// vectors of 16 rows (one max, one exp per (key, 16 rows)); the weighted sum is [D dims x RV
+// row-vectors] of broadcast value elements times probability vectors. J = D = 8 for up to 32 rows,
+// 4 above (at most 16 accumulators).
+
+template <int RV, int J>
+void scores_t_rows(const float* qt, int rp, const float* k, int n_keys, int hd, float* s) {
+  for (int j0 = 0; j0 < n_keys; j0 += J) {
+    __m512 acc[J][RV];
+    for (int i = 0; i < J; ++i)
+      for (int v = 0; v < RV; ++v) acc[i][v] = _mm512_setzero_ps();
+    const float* kj = k + int64_t{j0} * hd;
+    for (int d = 0; d < hd; ++d) {
+      __m512 qv[RV];
+      for (int v = 0; v < RV; ++v) qv[v] = _mm512_loadu_ps(qt + int64_t{d} * rp + v * 16);
+      for (int i = 0; i < J; ++i) {
+        const __m512 kb = _mm512_set1_ps(kj[i * hd + d]);
+        for (int v = 0; v < RV; ++v) acc[i][v] = _mm512_fmadd_ps(kb, qv[v], acc[i][v]);
+      }
+    }
+    for (int i = 0; i < J; ++i)
+      for (int v = 0; v < RV; ++v) _mm512_storeu_ps(s + (j0 + i) * rp + v * 16, acc[i][v]);
+  }
+}
+
+void scores_t(const float* qt, int rp, const float* k, int n_keys, int hd, float* s) {
+  switch (rp / 16) {
+    case 1: scores_t_rows<1, 8>(qt, rp, k, n_keys, hd, s); break;
+    case 2: scores_t_rows<2, 8>(qt, rp, k, n_keys, hd, s); break;
+    case 3: scores_t_rows<3, 4>(qt, rp, k, n_keys, hd, s); break;
+    default: scores_t_rows<4, 4>(qt, rp, k, n_keys, hd, s); break;
+  }
+}
+
+void softmax_t(float* s, int rp, int n_keys, const int32_t* valid, const float* kscale, const float* vscale, float* m,
+               float* l, float* alpha) {
+  const __m512 vinf = _mm512_set1_ps(-__builtin_inff());
+  for (int r = 0; r < rp; r += 16) {
+    const __m512i lim = _mm512_loadu_si512(valid + r);
+    __m512 mx = vinf;
+    for (int j = 0; j < n_keys; ++j) {
+      const __mmask16 keep = _mm512_cmpgt_epi32_mask(lim, _mm512_set1_epi32(j));
+      const __m512 x = _mm512_mask_blend_ps(keep, vinf, _mm512_mul_ps(_mm512_loadu_ps(s + j * rp + r), _mm512_set1_ps(kscale[j])));
+      _mm512_storeu_ps(s + j * rp + r, x);
+      mx = _mm512_max_ps(mx, x);
+    }
+    // Every row sees key 0 on the first page, so m' is finite; alpha = 0 on the first page (m = -inf).
+    const __m512 m_old = _mm512_loadu_ps(m + r);
+    const __m512 m_new = _mm512_max_ps(m_old, mx);
+    const __m512 a = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(m_old, vinf, _CMP_NEQ_OQ), vexp_avx512(_mm512_sub_ps(m_old, m_new)));
+    __m512 sum = _mm512_setzero_ps();
+    for (int j = 0; j < n_keys; ++j) {
+      const __mmask16 keep = _mm512_cmpgt_epi32_mask(lim, _mm512_set1_epi32(j));
+      __m512 e = _mm512_setzero_ps();
+      if (keep != 0) e = _mm512_maskz_mov_ps(keep, vexp_avx512(_mm512_sub_ps(_mm512_loadu_ps(s + j * rp + r), m_new)));
+      sum = _mm512_add_ps(sum, e);
+      _mm512_storeu_ps(s + j * rp + r, _mm512_mul_ps(e, _mm512_set1_ps(vscale[j])));
+    }
+    _mm512_storeu_ps(l + r, _mm512_fmadd_ps(_mm512_loadu_ps(l + r), a, sum));
+    _mm512_storeu_ps(m + r, m_new);
+    _mm512_storeu_ps(alpha + r, a);
+  }
+}
+
+template <int RV, int D>
+void accumulate_t_rows(float* acct, int rp, const float* p, const float* alpha, const float* v, int n_keys, int hd) {
+  __m512 al[RV];
+  for (int c = 0; c < RV; ++c) al[c] = _mm512_loadu_ps(alpha + c * 16);
+  for (int d0 = 0; d0 < hd; d0 += D) {
+    __m512 a[D][RV];
+    for (int i = 0; i < D; ++i)
+      for (int c = 0; c < RV; ++c) a[i][c] = _mm512_mul_ps(_mm512_loadu_ps(acct + int64_t{d0 + i} * rp + c * 16), al[c]);
+    for (int j = 0; j < n_keys; ++j) {
+      __m512 pv[RV];
+      for (int c = 0; c < RV; ++c) pv[c] = _mm512_loadu_ps(p + j * rp + c * 16);
+      const float* vj = v + int64_t{j} * hd + d0;
+      for (int i = 0; i < D; ++i) {
+        const __m512 vb = _mm512_set1_ps(vj[i]);
+        for (int c = 0; c < RV; ++c) a[i][c] = _mm512_fmadd_ps(vb, pv[c], a[i][c]);
+      }
+    }
+    for (int i = 0; i < D; ++i)
+      for (int c = 0; c < RV; ++c) _mm512_storeu_ps(acct + int64_t{d0 + i} * rp + c * 16, a[i][c]);
+  }
+}
+
+void accumulate_t(float* acct, int rp, const float* p, const float* alpha, const float* v, int n_keys, int hd) {
+  switch (rp / 16) {
+    case 1: accumulate_t_rows<1, 8>(acct, rp, p, alpha, v, n_keys, hd); break;
+    case 2: accumulate_t_rows<2, 8>(acct, rp, p, alpha, v, n_keys, hd); break;
+    case 3: accumulate_t_rows<3, 4>(acct, rp, p, alpha, v, n_keys, hd); break;
+    default: accumulate_t_rows<4, 4>(acct, rp, p, alpha, v, n_keys, hd); break;
+  }
+}
+
+// --- prefill tier, bf16 products (AVX512_BF16) --------------------------------------------------
+// The same transposed blocks with vdpbf16ps: each instruction does two products per lane (a pair of
+// query dimensions in the scores, a pair of keys in the weighted sum), so half the instructions of
+// the f32 FMAs. Only called where cpu_features().avx512bf16.
+
+__m512bh as_bh(__m512i x) { return std::bit_cast<__m512bh>(x); }
+
+// One 32-bit word (two bf16) broadcast to all lanes.
+__m512bh bcast_word(const uint16_t* p) { return as_bh(_mm512_broadcastd_epi32(_mm_loadu_si32(p))); }
+
+// (a[0], b[0], a[1], b[1], ...) from x = [a[0..15], b[0..15]].
+__m512i interleave_halves(__m512i x) {
+  const __m512i idx = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6, 21, 5,
+                                       20, 4, 19, 3, 18, 2, 17, 1, 16, 0);  // highest lane first
+  return _mm512_permutexvar_epi16(idx, x);
+}
+
+// 16 codes of row j (dims c..c+15) as f32; codes are int8 or bf16.
+__m512 code16(KvFormat f, const uint8_t* src, int64_t i) {
+  if (f == KvFormat::kInt8) return Simd::load_i8(reinterpret_cast<const int8_t*>(src) + i);
+  return Simd::load_bf16(reinterpret_cast<const uint16_t*>(src) + i);
+}
+
+void load_tile_bf16(const KvPageGeometry& geo, const uint8_t* block, int h, int n, bool pair_keys, uint16_t* dst,
+                    float* scale) {
+  const int hd = geo.head_dim;
+  const uint8_t* src = block + h * geo.head_bytes();
+  if (geo.format == KvFormat::kInt8) {
+    std::memcpy(scale, block + geo.data_bytes() + 4 * int64_t{h} * kTile, static_cast<size_t>(n) * 4);
+    for (int j = n; j < kTile; ++j) scale[j] = 1.0f;
+  } else {
+    for (int j = 0; j < kTile; ++j) scale[j] = 1.0f;
+  }
+  if (!pair_keys) {
+    const int64_t len = int64_t{n} * hd;
+    if (geo.format == KvFormat::kBF16) {
+      std::memcpy(dst, src, static_cast<size_t>(len) * 2);
+    } else {
+      for (int64_t i = 0; i < len; i += 16)
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i),
+                            std::bit_cast<__m256i>(_mm512_cvtneps_pbh(code16(geo.format, src, i))));
+    }
+    std::memset(dst + len, 0, static_cast<size_t>(int64_t{kTile - n} * hd) * 2);
+    return;
+  }
+  for (int i = 0; 2 * i < n; ++i) {
+    const int64_t a = int64_t{2 * i} * hd, b = a + hd;
+    const bool has_b = 2 * i + 1 < n;
+    for (int c = 0; c < hd; c += 16) {
+      const __m512 fa = code16(geo.format, src, a + c);
+      const __m512 fb = has_b ? code16(geo.format, src, b + c) : _mm512_setzero_ps();
+      const __m512bh x = _mm512_cvtne2ps_pbh(fb, fa);  // lower half from fa
+      _mm512_storeu_si512(dst + 2 * (int64_t{i} * hd + c), interleave_halves(std::bit_cast<__m512i>(x)));
+    }
+  }
+}
+
+template <int RV, int J>
+void scores_bf16_rows(const uint16_t* qt, int rp, const uint16_t* k, int n_keys, int hd, float* s) {
+  for (int j0 = 0; j0 < n_keys; j0 += J) {
+    __m512 acc[J][RV];
+    for (int i = 0; i < J; ++i)
+      for (int v = 0; v < RV; ++v) acc[i][v] = _mm512_setzero_ps();
+    const uint16_t* kj = k + int64_t{j0} * hd;
+    for (int e = 0; e < hd / 2; ++e) {
+      __m512bh qv[RV];
+      for (int v = 0; v < RV; ++v) qv[v] = as_bh(_mm512_loadu_si512(qt + 2 * (int64_t{e} * rp + v * 16)));
+      for (int i = 0; i < J; ++i) {
+        const __m512bh kb = bcast_word(kj + i * hd + 2 * e);
+        for (int v = 0; v < RV; ++v) acc[i][v] = _mm512_dpbf16_ps(acc[i][v], qv[v], kb);
+      }
+    }
+    for (int i = 0; i < J; ++i)
+      for (int v = 0; v < RV; ++v) _mm512_storeu_ps(s + (j0 + i) * rp + v * 16, acc[i][v]);
+  }
+}
+
+void scores_bf16(const uint16_t* qt, int rp, const uint16_t* k, int n_keys, int hd, float* s) {
+  switch (rp / 16) {
+    case 1: scores_bf16_rows<1, 8>(qt, rp, k, n_keys, hd, s); break;
+    case 2: scores_bf16_rows<2, 8>(qt, rp, k, n_keys, hd, s); break;
+    case 3: scores_bf16_rows<3, 4>(qt, rp, k, n_keys, hd, s); break;
+    default: scores_bf16_rows<4, 4>(qt, rp, k, n_keys, hd, s); break;
+  }
+}
+
+template <int RV, int D>
+void accumulate_bf16_rows(float* acct, int rp, const uint16_t* pw, const float* alpha, const uint16_t* v, int n_pairs,
+                          int hd) {
+  __m512 al[RV];
+  for (int c = 0; c < RV; ++c) al[c] = _mm512_loadu_ps(alpha + c * 16);
+  for (int d0 = 0; d0 < hd; d0 += D) {
+    __m512 a[D][RV];
+    for (int i = 0; i < D; ++i)
+      for (int c = 0; c < RV; ++c) a[i][c] = _mm512_mul_ps(_mm512_loadu_ps(acct + int64_t{d0 + i} * rp + c * 16), al[c]);
+    for (int jp = 0; jp < n_pairs; ++jp) {
+      __m512bh pv[RV];
+      for (int c = 0; c < RV; ++c) pv[c] = as_bh(_mm512_loadu_si512(pw + 2 * (jp * rp + c * 16)));
+      const uint16_t* vj = v + 2 * (int64_t{jp} * hd + d0);
+      for (int i = 0; i < D; ++i) {
+        const __m512bh vb = bcast_word(vj + 2 * i);
+        for (int c = 0; c < RV; ++c) a[i][c] = _mm512_dpbf16_ps(a[i][c], pv[c], vb);
+      }
+    }
+    for (int i = 0; i < D; ++i)
+      for (int c = 0; c < RV; ++c) _mm512_storeu_ps(acct + int64_t{d0 + i} * rp + c * 16, a[i][c]);
+  }
+}
+
+void accumulate_bf16(float* acct, int rp, const float* p, const float* alpha, const uint16_t* v, int n_keys, int hd) {
+  // Probabilities as key pairs: words [n_pairs, rp] = (p[2i][r], p[2i + 1][r]); a missing odd key is 0.
+  alignas(64) uint16_t pw[kTile * 64];
+  const int n_pairs = (n_keys + 1) / 2;
+  for (int i = 0; i < n_pairs; ++i) {
+    const bool has_b = 2 * i + 1 < n_keys;
+    for (int r = 0; r < rp; r += 16) {
+      const __m512 a = _mm512_loadu_ps(p + 2 * i * rp + r);
+      const __m512 b = has_b ? _mm512_loadu_ps(p + (2 * i + 1) * rp + r) : _mm512_setzero_ps();
+      const __m512bh x = _mm512_cvtne2ps_pbh(b, a);
+      _mm512_storeu_si512(pw + 2 * (i * rp + r), interleave_halves(std::bit_cast<__m512i>(x)));
+    }
+  }
+  switch (rp / 16) {
+    case 1: accumulate_bf16_rows<1, 8>(acct, rp, pw, alpha, v, n_pairs, hd); break;
+    case 2: accumulate_bf16_rows<2, 8>(acct, rp, pw, alpha, v, n_pairs, hd); break;
+    case 3: accumulate_bf16_rows<3, 4>(acct, rp, pw, alpha, v, n_pairs, hd); break;
+    default: accumulate_bf16_rows<4, 4>(acct, rp, pw, alpha, v, n_pairs, hd); break;
+  }
+}
+
+constexpr AttentionKernels kAvx512Kernels{kSimdKernels.load_tile, kSimdKernels.scores, kSimdKernels.softmax_tile,
+                                          kSimdKernels.accumulate, scores_t, softmax_t, accumulate_t,
+                                          load_tile_bf16, scores_bf16, accumulate_bf16};
+
 }  // namespace
 
-const AttentionKernels& attention_kernels_avx512() { return kSimdKernels; }
+const AttentionKernels& attention_kernels_avx512() { return kAvx512Kernels; }
 
 }  // namespace splash::cpu

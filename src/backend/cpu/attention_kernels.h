@@ -28,6 +28,31 @@ struct AttentionKernels {
   // acc[r][:] = acc[r][:] * alpha[r] + sum_{j < n_keys} p[r * kKvPageTokens + j] * v[j][:].
   // acc: [n_rows, hd], v: [n_keys, hd].
   void (*accumulate)(float* acc, int n_rows, const float* p, const float* alpha, const float* v, int n_keys, int hd);
+
+  // Prefill tier (calls of more than 32 query tokens), transposed: query rows sit in vector lanes, so
+  // scores need no horizontal reductions and the softmax is one vector op per (16 rows, key). rp =
+  // rows padded to a multiple of 16, at most 64; padding rows are zero queries with valid = 1.
+  // nullptr where the ISA has no such tier (the driver then uses the row-major kernels above).
+  // s[j * rp + r] = dot(qt[:, r], k[j]) for j < n_keys; qt: [hd, rp], k: [32, hd] (rows past n_keys
+  // up to 32 zero).
+  void (*scores_t)(const float* qt, int rp, const float* k, int n_keys, int hd, float* s);
+  // softmax_tile on the transposed scores (s: [n_keys, rp]; m, l, alpha, valid: [rp]).
+  void (*softmax_t)(float* s, int rp, int n_keys, const int32_t* valid, const float* kscale, const float* vscale,
+                    float* m, float* l, float* alpha);
+  // acct[:, r] = acct[:, r] * alpha[r] + sum_{j < n_keys} p[j * rp + r] * v[j][:]; acct: [hd, rp].
+  void (*accumulate_t)(float* acct, int rp, const float* p, const float* alpha, const float* v, int n_keys, int hd);
+
+  // bf16 variant of the prefill tier (vdpbf16ps; only where cpu_features().avx512bf16, int8 or bf16
+  // KV, whose codes bf16 holds exactly): the queries and the probabilities are rounded to bf16, the
+  // products summed in f32. Word = two bf16 in one uint32 (lower half first).
+  // K: dst[j][hd] bf16 codes (rows past n up to 32 zero). V (pair_keys): dst words [16][hd] =
+  // (v[2i][d], v[2i + 1][d]) (v[n] zero when n is odd). scale as load_tile.
+  void (*load_tile_bf16)(const KvPageGeometry& geo, const uint8_t* block, int h, int n, bool pair_keys, uint16_t* dst,
+                         float* scale);
+  // s[j * rp + r] = sum_d q[r][d] k[j][d]; qt: words [hd / 2, rp] = (q[r][2e], q[r][2e + 1]).
+  void (*scores_bf16)(const uint16_t* qt, int rp, const uint16_t* k, int n_keys, int hd, float* s);
+  // accumulate_t with p rounded to bf16 and v as load_tile_bf16's key pairs; p keeps kKvPageTokens rows.
+  void (*accumulate_bf16)(float* acct, int rp, const float* p, const float* alpha, const uint16_t* v, int n_keys, int hd);
 };
 
 // The int8 KV codec of one head row (hd values): q[d] = round-to-nearest-even(x[d] / scale) with

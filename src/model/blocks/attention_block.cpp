@@ -118,6 +118,9 @@ void attention_block(const AttentionWeights& w, LayerContext& ctx) {
   ap.n_kv_head = static_cast<int>(c.n_head_kv);
   ap.head_dim = static_cast<int>(hd);
   ap.level = ctx.isa;
+  // Long prefill chunks take bf16 products where the CPU has them (~2x the attention speed at
+  // pp2048; error in backend_cpu's Bf16PrefillMatchesReference, see docs/PERFORMANCE.md).
+  ap.prefill_bf16 = true;
   {
     ProfileScope ps(prof, ForwardOp::kAttention);
     for (const RowRun& run : ctx.runs)
