@@ -9,7 +9,6 @@
 #include <vector>
 
 #include "backend/cpu/attention_kernels.h"
-#include "core/half.h"
 
 namespace splash {
 
@@ -25,6 +24,9 @@ constexpr int kPrefillRows = 64;
 // ... and only from this context on: below it attention is a small part of the forward pass, and the
 // row-major kernels give each row the bits a one-row (decode) call gives it.
 constexpr int64_t kPrefillMinContext = 256;
+// bf16 prefill: each thread keeps the K/V pages of its current KV head converted (its query tiles
+// all read them) when they fit this per-thread budget; above it, one page converted per use.
+constexpr int64_t kBf16PagesBytes = int64_t{32} << 20;
 
 int64_t round_up16(int64_t n) { return (n + 15) / 16 * 16; }
 
@@ -47,7 +49,7 @@ struct Tiles {
   float* alpha;   // [rows] rescale of acc for the current tile
   float* kscale;  // [32]
   float* vscale;  // [32]
-  int32_t* valid; // [rows] keys of the current tile each row sees
+  int32_t* valid; // [rows] keys of the current tile each row sees (prefill tier: position + 1)
 };
 
 }  // namespace
@@ -65,8 +67,8 @@ void attention(const float* q, int64_t n_q, int64_t q_pos0, const PagedKvView& k
 
   // A query tile holds bq tokens x the g heads of one KV group: ~32 rows share every key tile (~64 in
   // the prefill tier). Calls of <= 32 tokens (decode, verify blocks) always take the row-major path.
-  const bool transposed = n_q > kSplitMaxRows && q_pos0 + n_q >= kPrefillMinContext && K.scores_t != nullptr &&
-                          g <= kPrefillRows;
+  const bool transposed = n_q > kSplitMaxRows && q_pos0 + n_q >= kPrefillMinContext &&
+                          q_pos0 + n_q < (int64_t{1} << 31) && K.scores_t != nullptr && g <= kPrefillRows;
   const bool bf16 = transposed && p.prefill_bf16 && K.scores_bf16 != nullptr && cpu_features().avx512bf16 &&
                     kv.geo.format != KvFormat::kF32;
   const int bq = transposed ? kPrefillRows / g : std::max(1, 32 / g);
@@ -99,9 +101,17 @@ void attention(const float* q, int64_t n_q, int64_t q_pos0, const PagedKvView& k
     ws.per_thread.resize(static_cast<size_t>(per_thread * threads));
   if (static_cast<int64_t>(ws.valid.size()) < int64_t{rows_cap} * threads)
     ws.valid.resize(static_cast<size_t>(rows_cap * threads));
-  const int64_t per_thread_bf16 = int64_t{rows_cap} * hd + 2 * int64_t{kKvPageTokens} * hd;
-  if (bf16 && static_cast<int64_t>(ws.bf16.size()) < per_thread_bf16 * threads)
-    ws.bf16.resize(static_cast<size_t>(per_thread_bf16 * threads));
+  const int64_t page_elems = int64_t{kKvPageTokens} * hd;
+  const bool bf16_keep = bf16 && pages_all * page_elems * 4 <= kBf16PagesBytes;
+  const int64_t bf16_pages = bf16_keep ? pages_all : 1;
+  const int64_t per_thread_bf16 = int64_t{rows_cap} * hd + 2 * bf16_pages * page_elems;
+  if (bf16) {
+    if (static_cast<int64_t>(ws.bf16.size()) < per_thread_bf16 * threads)
+      ws.bf16.resize(static_cast<size_t>(per_thread_bf16 * threads));
+    if (static_cast<int64_t>(ws.bf16_scales.size()) < 2 * bf16_pages * kKvPageTokens * threads)
+      ws.bf16_scales.resize(static_cast<size_t>(2 * bf16_pages * kKvPageTokens * threads));
+    ws.bf16_held.assign(static_cast<size_t>(2 * threads), -1);  // the pages change between calls
+  }
   // Split-K partials: per task, acc [rows, hd], m [rows], l [rows].
   const int64_t part_stride = int64_t{rows_max} * (hd + 2);
   if (n_split > 1 && static_cast<int64_t>(ws.parts.size()) < n_tasks * part_stride)
@@ -133,8 +143,9 @@ void attention(const float* q, int64_t n_q, int64_t q_pos0, const PagedKvView& k
   pool.parallel_for(n_tasks, [&](int64_t task, int thread) {
     // Longest query tiles (last in the sequence, most keys) first, so the tail of the job is short.
     const int64_t split = task % n_split;
-    const int64_t kvh = (task / n_split) % p.n_kv_head;
-    const int64_t qt = n_qt - 1 - task / (n_split * p.n_kv_head);
+    // bf16_keep: KV head by KV head (a thread's next tile reads the pages it has converted).
+    const int64_t kvh = bf16_keep ? task / n_qt : (task / n_split) % p.n_kv_head;
+    const int64_t qt = n_qt - 1 - (bf16_keep ? task % n_qt : task / (n_split * p.n_kv_head));
     const int64_t t0 = qt * bq;
     const int nt = static_cast<int>(std::min<int64_t>(bq, n_q - t0));
     const int rows = nt * g;
@@ -144,35 +155,46 @@ void attention(const float* q, int64_t n_q, int64_t q_pos0, const PagedKvView& k
 
     if (transposed) {
       // n_split is 1 here (n_q > kSplitMaxRows), so page 0 comes first and every row's max is finite
-      // from then on. Padding rows: zero queries that see key 0 of each page.
+      // from then on. Padding rows: zero queries.
       const int rp = static_cast<int>(round_up16(rows));
+      const int64_t token_stride = int64_t{p.n_head} * hd;
+      const int64_t first_row = (t0 * p.n_head + kvh * g) * hd;
+      uint16_t* qb = bf16 ? ws.bf16.data() + per_thread_bf16 * thread : nullptr;  // words [hd / 2, rp]
+      K.load_q_t(q + first_row, token_stride, g, rows, rp, hd, scale, tl.q, qb);
       for (int r = 0; r < rp; ++r) {
-        const float* src = r < rows ? q + ((t0 + r / g) * p.n_head + kvh * g + r % g) * hd : nullptr;
-        for (int d = 0; d < hd; ++d) tl.q[int64_t{d} * rp + r] = src != nullptr ? src[d] * scale : 0.0f;
         tl.m[r] = kNegInf;
         tl.l[r] = 0.0f;
+        // A padding row sees what the last row sees (so key 0 of page 0: its max is finite).
+        tl.valid[r] = static_cast<int32_t>(q_pos0 + t0 + std::min(r, rows - 1) / g + 1);
       }
       std::fill(tl.acc, tl.acc + int64_t{rp} * hd, 0.0f);
       if (bf16) {
-        uint16_t* qb = ws.bf16.data() + per_thread_bf16 * thread;  // words [hd / 2, rp]
-        uint16_t* kb = qb + int64_t{rp} * hd;                      // [32, hd]
-        uint16_t* vb = kb + int64_t{kKvPageTokens} * hd;           // words [16, hd]
-        for (int e = 0; e < hd / 2; ++e)
-          for (int r = 0; r < rp; ++r) {
-            qb[2 * (int64_t{e} * rp + r)] = f32_to_bf16(tl.q[int64_t{2 * e} * rp + r]);
-            qb[2 * (int64_t{e} * rp + r) + 1] = f32_to_bf16(tl.q[int64_t{2 * e + 1} * rp + r]);
-          }
+        uint16_t* kc = qb + int64_t{rows_cap} * hd;   // [bf16_pages, 32, hd]
+        uint16_t* vc = kc + bf16_pages * page_elems;  // [bf16_pages] words [16, hd]
+        float* ksc = ws.bf16_scales.data() + 2 * bf16_pages * kKvPageTokens * thread;  // [bf16_pages, 32]
+        float* vsc = ksc + bf16_pages * kKvPageTokens;
+        int64_t* held = ws.bf16_held.data() + 2 * thread;  // pages of head held[0], keys [0, held[1])
+        if (held[0] != kvh) {
+          held[0] = bf16_keep ? kvh : -1;
+          held[1] = 0;
+        }
         for (int64_t pg = 0; pg < np; ++pg) {
           const int64_t kbase = pg * kKvPageTokens;
           const int nk = static_cast<int>(std::min<int64_t>(kKvPageTokens, kv_end - kbase));
-          K.load_tile_bf16(kv.geo, kv.k_block(pg), static_cast<int>(kvh), nk, false, kb, tl.kscale);
-          K.load_tile_bf16(kv.geo, kv.v_block(pg), static_cast<int>(kvh), nk, true, vb, tl.vscale);
-          K.scores_bf16(qb, rp, kb, nk, hd, tl.s);
-          for (int r = 0; r < rp; ++r) {
-            const int64_t qpos = q_pos0 + t0 + std::min(r, rows - 1) / g;
-            tl.valid[r] = r < rows ? static_cast<int32_t>(std::clamp<int64_t>(qpos - kbase + 1, 0, nk)) : 1;
+          const int64_t slot = bf16_keep ? pg : 0;
+          uint16_t* kb = kc + slot * page_elems;
+          uint16_t* vb = vc + slot * page_elems;
+          float* ks = ksc + slot * kKvPageTokens;
+          float* vs = vsc + slot * kKvPageTokens;
+          // Held keys past this tile's end are real keys the masks drop, so a page converted for a
+          // longer tile serves a shorter one.
+          if (kbase + nk > held[1]) {
+            K.load_tile_bf16(kv.geo, kv.k_block(pg), static_cast<int>(kvh), nk, false, kb, ks);
+            K.load_tile_bf16(kv.geo, kv.v_block(pg), static_cast<int>(kvh), nk, true, vb, vs);
+            if (bf16_keep) held[1] = kbase + nk;
           }
-          K.softmax_t(tl.s, rp, nk, tl.valid, tl.kscale, tl.vscale, tl.m, tl.l, tl.alpha);
+          K.scores_bf16(qb, rp, kb, nk, hd, tl.s);
+          K.softmax_t(tl.s, rp, nk, tl.valid, static_cast<int32_t>(kbase), ks, vs, tl.m, tl.l, tl.alpha);
           K.accumulate_bf16(tl.acc, rp, tl.s, tl.alpha, vb, nk, hd);
         }
       }
@@ -184,18 +206,10 @@ void attention(const float* q, int64_t n_q, int64_t q_pos0, const PagedKvView& k
         const int n4 = (nk + 3) & ~3;  // load_tile zeroed the rows up to n4; the score blocks read to 32
         if (n4 < kKvPageTokens) std::fill(tl.k + int64_t{n4} * hd, tl.k + int64_t{kKvPageTokens} * hd, 0.0f);
         K.scores_t(tl.q, rp, tl.k, nk, hd, tl.s);
-        for (int r = 0; r < rp; ++r) {
-          const int64_t qpos = q_pos0 + t0 + std::min(r, rows - 1) / g;
-          tl.valid[r] = r < rows ? static_cast<int32_t>(std::clamp<int64_t>(qpos - kbase + 1, 0, nk)) : 1;
-        }
-        K.softmax_t(tl.s, rp, nk, tl.valid, tl.kscale, tl.vscale, tl.m, tl.l, tl.alpha);
+        K.softmax_t(tl.s, rp, nk, tl.valid, static_cast<int32_t>(kbase), tl.kscale, tl.vscale, tl.m, tl.l, tl.alpha);
         K.accumulate_t(tl.acc, rp, tl.s, tl.alpha, tl.v, nk, hd);
       }
-      for (int r = 0; r < rows; ++r) {
-        float* o = out + ((t0 + r / g) * p.n_head + kvh * g + r % g) * hd;
-        const float inv = 1.0f / tl.l[r];
-        for (int d = 0; d < hd; ++d) o[d] = tl.acc[int64_t{d} * rp + r] * inv;
-      }
+      K.store_out_t(tl.acc, rp, tl.l, rows, hd, g, token_stride, out + first_row);
       return;
     }
 

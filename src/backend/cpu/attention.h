@@ -43,7 +43,9 @@ struct AttentionScratch {
   std::vector<float> per_thread;  // [threads, per-thread tiles]: queries, accumulators, K/V tiles, scores
   std::vector<int32_t> valid;     // [threads, rows]
   std::vector<float> parts;       // split-K partials [tasks, rows, head_dim + 2]
-  std::vector<uint16_t> bf16;     // [threads, queries + K + V tiles as bf16] (prefill_bf16 only)
+  std::vector<uint16_t> bf16;     // [threads, queries + converted K / V pages as bf16] (prefill_bf16 only)
+  std::vector<float> bf16_scales; // [threads, 2, pages, 32] int8 scales of the converted pages
+  std::vector<int64_t> bf16_held; // [threads, 2]: KV head and key positions the thread's pages hold
 };
 
 // q: [n_q, n_head, head_dim] f32; out: [n_q, n_head, head_dim] f32 (must not overlap q).

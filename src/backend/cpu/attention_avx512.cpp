@@ -104,22 +104,24 @@ void scores_t(const float* qt, int rp, const float* k, int n_keys, int hd, float
   }
 }
 
-void softmax_t(float* s, int rp, int n_keys, const int32_t* valid, const float* kscale, const float* vscale, float* m,
-               float* l, float* alpha) {
+void softmax_t(float* s, int rp, int n_keys, const int32_t* end, int32_t kbase, const float* kscale,
+               const float* vscale, float* m, float* l, float* alpha) {
   const __m512 vinf = _mm512_set1_ps(-__builtin_inff());
   for (int r = 0; r < rp; r += 16) {
-    const __m512i lim = _mm512_loadu_si512(valid + r);
+    const __m512i lim = _mm512_sub_epi32(_mm512_loadu_si512(end + r), _mm512_set1_epi32(kbase));
     __m512 mx = vinf;
     for (int j = 0; j < n_keys; ++j) {
       const __mmask16 keep = _mm512_cmpgt_epi32_mask(lim, _mm512_set1_epi32(j));
-      const __m512 x = _mm512_mask_blend_ps(keep, vinf, _mm512_mul_ps(_mm512_loadu_ps(s + j * rp + r), _mm512_set1_ps(kscale[j])));
+      const __m512 sj = _mm512_mul_ps(_mm512_loadu_ps(s + j * rp + r), _mm512_set1_ps(kscale[j]));
+      const __m512 x = _mm512_mask_blend_ps(keep, vinf, sj);
       _mm512_storeu_ps(s + j * rp + r, x);
       mx = _mm512_max_ps(mx, x);
     }
     // Every row sees key 0 on the first page, so m' is finite; alpha = 0 on the first page (m = -inf).
     const __m512 m_old = _mm512_loadu_ps(m + r);
     const __m512 m_new = _mm512_max_ps(m_old, mx);
-    const __m512 a = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(m_old, vinf, _CMP_NEQ_OQ), vexp_avx512(_mm512_sub_ps(m_old, m_new)));
+    const __m512 a =
+        _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(m_old, vinf, _CMP_NEQ_OQ), vexp_avx512(_mm512_sub_ps(m_old, m_new)));
     __m512 sum = _mm512_setzero_ps();
     for (int j = 0; j < n_keys; ++j) {
       const __mmask16 keep = _mm512_cmpgt_epi32_mask(lim, _mm512_set1_epi32(j));
@@ -141,7 +143,8 @@ void accumulate_t_rows(float* acct, int rp, const float* p, const float* alpha, 
   for (int d0 = 0; d0 < hd; d0 += D) {
     __m512 a[D][RV];
     for (int i = 0; i < D; ++i)
-      for (int c = 0; c < RV; ++c) a[i][c] = _mm512_mul_ps(_mm512_loadu_ps(acct + int64_t{d0 + i} * rp + c * 16), al[c]);
+      for (int c = 0; c < RV; ++c)
+        a[i][c] = _mm512_mul_ps(_mm512_loadu_ps(acct + int64_t{d0 + i} * rp + c * 16), al[c]);
     for (int j = 0; j < n_keys; ++j) {
       __m512 pv[RV];
       for (int c = 0; c < RV; ++c) pv[c] = _mm512_loadu_ps(p + j * rp + c * 16);
@@ -165,6 +168,50 @@ void accumulate_t(float* acct, int rp, const float* p, const float* alpha, const
   }
 }
 
+// Row r of the tile: the g heads of a token are adjacent.
+const float* tile_row(const float* base, int64_t token_stride, int g, int r, int hd) {
+  return base + (r / g) * token_stride + int64_t{r % g} * hd;
+}
+
+// Transposition by scatters: one row's 16 consecutive values (or bf16 pairs) go to 16 rows of qt.
+void load_q_t(const float* q, int64_t token_stride, int g, int rows, int rp, int hd, float scale, float* qt,
+              uint16_t* qt_bf16) {
+  const __m512i step = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                          _mm512_set1_epi32(rp));
+  const __m512 vs = _mm512_set1_ps(scale);
+  for (int r = 0; r < rp; ++r) {
+    const float* src = r < rows ? tile_row(q, token_stride, g, r, hd) : nullptr;
+    auto row16 = [&](int d) {
+      return src != nullptr ? _mm512_mul_ps(_mm512_loadu_ps(src + d), vs) : _mm512_setzero_ps();
+    };
+    if (qt_bf16 == nullptr) {
+      for (int d = 0; d < hd; d += 16) _mm512_i32scatter_ps(qt + int64_t{d} * rp + r, step, row16(d), 4);
+      continue;
+    }
+    // Word e of the row = (q[2e], q[2e + 1]): the bf16 values in order, read as 32-bit words.
+    int d = 0;
+    for (; d + 32 <= hd; d += 32) {
+      const __m512i w = std::bit_cast<__m512i>(_mm512_cvtne2ps_pbh(row16(d + 16), row16(d)));
+      _mm512_i32scatter_epi32(qt_bf16 + 2 * (int64_t{d / 2} * rp + r), step, w, 4);
+    }
+    if (d < hd) {  // 16 dims left: 8 words
+      const __m256i w = std::bit_cast<__m256i>(_mm512_cvtneps_pbh(row16(d)));
+      _mm512_mask_i32scatter_epi32(qt_bf16 + 2 * (int64_t{d / 2} * rp + r), 0xFF, step, _mm512_castsi256_si512(w), 4);
+    }
+  }
+}
+
+void store_out_t(const float* acct, int rp, const float* l, int rows, int hd, int g, int64_t token_stride, float* out) {
+  const __m512i step = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                          _mm512_set1_epi32(rp));
+  for (int r = 0; r < rows; ++r) {
+    float* o = out + (r / g) * token_stride + int64_t{r % g} * hd;
+    const __m512 inv = _mm512_set1_ps(1.0f / l[r]);  // l > 0: key 0 is visible to every query
+    for (int d = 0; d < hd; d += 16)
+      _mm512_storeu_ps(o + d, _mm512_mul_ps(_mm512_i32gather_ps(step, acct + int64_t{d} * rp + r, 4), inv));
+  }
+}
+
 // --- prefill tier, bf16 products (AVX512_BF16) --------------------------------------------------
 // The same transposed blocks with vdpbf16ps: each instruction does two products per lane (a pair of
 // query dimensions in the scores, a pair of keys in the weighted sum), so half the instructions of
@@ -177,8 +224,8 @@ __m512bh bcast_word(const uint16_t* p) { return as_bh(_mm512_broadcastd_epi32(_m
 
 // (a[0], b[0], a[1], b[1], ...) from x = [a[0..15], b[0..15]].
 __m512i interleave_halves(__m512i x) {
-  const __m512i idx = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6, 21, 5,
-                                       20, 4, 19, 3, 18, 2, 17, 1, 16, 0);  // highest lane first
+  const __m512i idx = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8,  // lane 31 first
+                                       23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
   return _mm512_permutexvar_epi16(idx, x);
 }
 
@@ -259,7 +306,8 @@ void accumulate_bf16_rows(float* acct, int rp, const uint16_t* pw, const float* 
   for (int d0 = 0; d0 < hd; d0 += D) {
     __m512 a[D][RV];
     for (int i = 0; i < D; ++i)
-      for (int c = 0; c < RV; ++c) a[i][c] = _mm512_mul_ps(_mm512_loadu_ps(acct + int64_t{d0 + i} * rp + c * 16), al[c]);
+      for (int c = 0; c < RV; ++c)
+        a[i][c] = _mm512_mul_ps(_mm512_loadu_ps(acct + int64_t{d0 + i} * rp + c * 16), al[c]);
     for (int jp = 0; jp < n_pairs; ++jp) {
       __m512bh pv[RV];
       for (int c = 0; c < RV; ++c) pv[c] = as_bh(_mm512_loadu_si512(pw + 2 * (jp * rp + c * 16)));
@@ -297,7 +345,7 @@ void accumulate_bf16(float* acct, int rp, const float* p, const float* alpha, co
 
 constexpr AttentionKernels kAvx512Kernels{kSimdKernels.load_tile, kSimdKernels.scores, kSimdKernels.softmax_tile,
                                           kSimdKernels.accumulate, scores_t, softmax_t, accumulate_t,
-                                          load_tile_bf16, scores_bf16, accumulate_bf16};
+                                          load_q_t, store_out_t, load_tile_bf16, scores_bf16, accumulate_bf16};
 
 }  // namespace
 

@@ -36,11 +36,21 @@ struct AttentionKernels {
   // s[j * rp + r] = dot(qt[:, r], k[j]) for j < n_keys; qt: [hd, rp], k: [32, hd] (rows past n_keys
   // up to 32 zero).
   void (*scores_t)(const float* qt, int rp, const float* k, int n_keys, int hd, float* s);
-  // softmax_tile on the transposed scores (s: [n_keys, rp]; m, l, alpha, valid: [rp]).
-  void (*softmax_t)(float* s, int rp, int n_keys, const int32_t* valid, const float* kscale, const float* vscale,
-                    float* m, float* l, float* alpha);
+  // softmax_tile on the transposed scores (s: [n_keys, rp]; m, l, alpha, end: [rp]); row r sees the
+  // keys j with kbase + j < end[r] (its position + 1; the tile's first key is at position kbase).
+  void (*softmax_t)(float* s, int rp, int n_keys, const int32_t* end, int32_t kbase, const float* kscale,
+                    const float* vscale, float* m, float* l, float* alpha);
   // acct[:, r] = acct[:, r] * alpha[r] + sum_{j < n_keys} p[j * rp + r] * v[j][:]; acct: [hd, rp].
   void (*accumulate_t)(float* acct, int rp, const float* p, const float* alpha, const float* v, int n_keys, int hd);
+
+  // Query rows into the transposed tile: row r (r < rows) is q + (r / g) * token_stride + (r % g) * hd,
+  // times scale; rows up to rp are zero. qt: [hd, rp] f32, or with bf16 words [hd / 2, rp] =
+  // (q[r][2e], q[r][2e + 1]) rounded to bf16 (qt_bf16 non-null: then qt is not written).
+  void (*load_q_t)(const float* q, int64_t token_stride, int g, int rows, int rp, int hd, float scale, float* qt,
+                   uint16_t* qt_bf16);
+  // out row r (same addressing as load_q_t) = acct[:, r] / l[r] for r < rows.
+  void (*store_out_t)(const float* acct, int rp, const float* l, int rows, int hd, int g, int64_t token_stride,
+                      float* out);
 
   // bf16 variant of the prefill tier (vdpbf16ps; only where cpu_features().avx512bf16, int8 or bf16
   // KV, whose codes bf16 holds exactly): the queries and the probabilities are rounded to bf16, the
@@ -52,7 +62,8 @@ struct AttentionKernels {
   // s[j * rp + r] = sum_d q[r][d] k[j][d]; qt: words [hd / 2, rp] = (q[r][2e], q[r][2e + 1]).
   void (*scores_bf16)(const uint16_t* qt, int rp, const uint16_t* k, int n_keys, int hd, float* s);
   // accumulate_t with p rounded to bf16 and v as load_tile_bf16's key pairs; p keeps kKvPageTokens rows.
-  void (*accumulate_bf16)(float* acct, int rp, const float* p, const float* alpha, const uint16_t* v, int n_keys, int hd);
+  void (*accumulate_bf16)(float* acct, int rp, const float* p, const float* alpha, const uint16_t* v, int n_keys,
+                          int hd);
 };
 
 // The int8 KV codec of one head row (hd values): q[d] = round-to-nearest-even(x[d] / scale) with

@@ -170,6 +170,7 @@ void accumulate_scalar(float* acc, int n_rows, const float* p, const float* alph
 const AttentionKernels& attention_kernels_scalar() {
   static const AttentionKernels k{load_tile_scalar, scores_scalar, softmax_tile_scalar, accumulate_scalar,
                                      nullptr,          nullptr,       nullptr,
+                                     nullptr,          nullptr,
                                      nullptr,          nullptr,       nullptr};
   return k;
 }

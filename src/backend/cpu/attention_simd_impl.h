@@ -158,4 +158,4 @@ void accumulate(float* acc, int n_rows, const float* p, const float* alpha, cons
 }
 
 constexpr AttentionKernels kSimdKernels{load_tile, scores, softmax_tile, accumulate, nullptr, nullptr, nullptr,
-                                        nullptr,   nullptr, nullptr};
+                                        nullptr,   nullptr, nullptr, nullptr, nullptr};
