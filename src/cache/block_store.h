@@ -100,8 +100,15 @@ class BlockStore {
   virtual BlockStoreStats stats() const = 0;
 
   // Whether records survive a restart: the RAM tier then also writes its newest restore points
-  // behind (not only what it evicts), so that a clean stop leaves them on disk.
+  // behind (not only what it evicts), so that they survive even an unclean exit.
   virtual bool persistent() const { return false; }
+
+  // Write-behind bookkeeping: how many put()/refresh() copies were queued so far, and how many of
+  // them the writer has finished (written, or dropped by a failure), in queue order. A caller that
+  // saw queued_puts() == n after its last put knows its copies are written once finished_puts() >= n.
+  // A store that writes synchronously reports 0 and 0.
+  virtual uint64_t queued_puts() const { return 0; }
+  virtual uint64_t finished_puts() const { return 0; }
 };
 
 // The chain's starting key for one cache namespace: a description of everything that makes KV bytes

@@ -28,6 +28,7 @@
 #pragma once
 
 #include <array>
+#include <chrono>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -48,6 +49,12 @@ struct PrefixCacheOptions {
   int64_t checkpoint_spacing = 2048;   // no rolling checkpoint this close to the resume or replay point
   int64_t max_checkpoint_bytes = int64_t{1} << 30;  // RAM for snapshots; LRU ones leave beyond it
   BlockStore* disk = nullptr;          // optional second tier; not owned, outlives the cache
+  // Write-behind (spec 5.6, only when disk->persistent()): a conversation's newest restore point at
+  // least write_behind_min_tokens deep goes to disk write_behind_delay after its publication, unless
+  // a newer point of the same conversation supersedes it first.
+  std::chrono::milliseconds write_behind_delay{10000};
+  int64_t write_behind_min_tokens = 2048;
+  int64_t write_behind_step_bytes = int64_t{8} << 20;  // offered to the disk per write_behind() call
 };
 
 struct PrefixCacheStats {
@@ -79,6 +86,12 @@ struct PrefixCacheStats {
   int64_t disk_offloads = 0;       // puts accepted
   int64_t offload_failures = 0;    // puts refused (queue full, quota, disabled)
   int64_t disk_refreshes = 0;      // fresh copies of old disk records of blocks still in use
+  // write-behind (restore points)
+  int64_t write_behind_waiting = 0;     // points noted, not yet written (or still being written)
+  int64_t write_behind_durable = 0;     // points whose blocks (and state) the store has written
+  int64_t write_behind_superseded = 0;  // points dropped for a newer point of the same conversation
+  int64_t write_behind_refused = 0;     // points the store refused (disabled, failed) or evicted meanwhile
+  int64_t write_behind_blocks = 0;      // records queued by write-behind (absent or old on disk)
 };
 
 // What lookup() hands over: the caller owns kv (release it to the pool) and resumes at n_tokens.
@@ -129,6 +142,19 @@ class PrefixCache {
   int64_t next_checkpoint(int64_t resumed_at, int64_t kv_len, int64_t n_prompt) const;
   bool has_checkpoint_group() const { return options_.recurrent_floats > 0; }
 
+  // --- write-behind (persistent disk tier only; no-ops otherwise)
+  using Clock = std::chrono::steady_clock;
+  // tokens[0, n_tokens) of chain (a multiple of 32, published; with a checkpoint group, where a
+  // checkpoint was just published) is its conversation's newest restore point: due at now + delay.
+  // Pending points of shorter prefixes of the chain are superseded (dropped unwritten); noting the
+  // same point again keeps its due time.
+  void note_restore_point(const BlockChain& chain, int64_t n_tokens, Clock::time_point now);
+  // Offers the blocks of due points to the disk tier, root first, about write_behind_step_bytes per
+  // call (the store's queue is bounded; the writer thread does the I/O), and counts points the
+  // store has finished writing. Returns when to call it next: time_point::max() when nothing waits.
+  Clock::time_point write_behind(Clock::time_point now);
+  bool writes_behind() const { return options_.disk != nullptr && options_.disk->persistent(); }
+
   // Frees up to n pages by dropping least recently used cached pages that only the index holds
   // (leaves of the prefix tree first; each handed to the disk tier first). Returns pages freed.
   int64_t evict(int64_t n_pages);
@@ -160,6 +186,16 @@ class PrefixCache {
     bool rolling = false;
   };
   using Index = std::unordered_map<BlockKey, Entry, BlockKeyHash>;
+  struct RestorePoint {
+    Clock::time_point due;
+    int64_t offered = 0;         // blocks of its chain offered so far, root first
+    bool state_offered = false;
+    uint64_t ticket = 0;         // offered whole: durable once the store's finished_puts() reaches it
+    bool flushing = false;
+    bool refused = false;        // the store refused a block with its queue empty
+  };
+  // Offers one due point's next blocks; false when the store's queue is full (try later).
+  bool offer_point(const BlockKey& key, RestorePoint& p, int64_t& budget);
 
   static bool same_tokens(const Entry& e, std::span<const int32_t> block);
   std::vector<BlockKey>& children_of(const BlockKey& parent);
@@ -187,6 +223,8 @@ class PrefixCache {
   std::vector<BlockKey> root_children_;
   std::unordered_map<BlockKey, Checkpoint, BlockKeyHash> checkpoints_;
   uint64_t clock_ = 0;
+  std::unordered_map<BlockKey, RestorePoint, BlockKeyHash> points_;  // write-behind, by deepest block
+  Clock::time_point next_due_ = Clock::time_point::max();
   PrefixCacheStats stats_;
 };
 

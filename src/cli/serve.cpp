@@ -42,6 +42,7 @@ struct ServeArgs {
   bool disable_ane = false;
   std::string max_cache_disk = "0", cache_dir;
   bool persistent_cache = false;
+  std::string cache_write_behind;  // hidden: tests shorten the write-behind delay
 };
 
 int usage_error(const std::string& msg) {
@@ -147,6 +148,11 @@ int to_options(const ServeArgs& a, app::ServeOptions& o) {
   o.persistent_cache = a.persistent_cache;
   o.cache_dir = a.cache_dir.empty() ? default_cache_dir(env("XDG_CACHE_HOME"), env("HOME")) : a.cache_dir;
   o.temp_dir = env("TMPDIR") ? env("TMPDIR") : "/tmp";
+  if (!a.cache_write_behind.empty()) {
+    auto d = app::parse_duration(a.cache_write_behind);
+    if (!d.ok()) return usage_error("--cache-write-behind: " + d.error_message());
+    o.cache_write_behind = *d;
+  }
   return 0;
 }
 
@@ -258,6 +264,9 @@ Runner register_serve(CLI::App& app) {
       ->group(kReq);
   app.add_option("--queue-size", a->queue_size, "Admitted requests, running and waiting; beyond: 503 (default: 32)")
       ->group(kReq);
+  // Not in --help (an empty group hides it): the persistent cache's write-behind delay, for tests.
+  app.add_option("--cache-write-behind", a->cache_write_behind, "DURATION: write-behind delay (default: 10s)")
+      ->group("");
   return [a] {
     app::ServeOptions o;
     if (int rc = to_options(*a, o); rc != 0) return rc;

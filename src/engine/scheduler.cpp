@@ -114,6 +114,7 @@ EngineImpl::EngineImpl(const Model& model, const Tokenizer& tokenizer, const Eng
     co.recurrent_floats = model_.recurrent_state_floats();
     co.max_checkpoint_bytes = options_.max_checkpoint_bytes;
     co.disk = options_.cache_store;
+    co.write_behind_delay = options_.cache_write_behind_delay;
     cache_ = std::make_unique<PrefixCache>(kv_, std::move(co));
     status_.cache_enabled = true;
   }
@@ -191,7 +192,9 @@ void EngineImpl::run() {
     std::vector<uint64_t> cancels;
     {
       std::unique_lock lk(mu_);
-      cv_.wait(lk, [&] { return stop_ || !incoming_.empty() || !cancels_.empty() || !lanes_.empty() || !queue_.empty(); });
+      auto work = [&] { return stop_ || !incoming_.empty() || !cancels_.empty() || !lanes_.empty() || !queue_.empty(); };
+      if (write_behind_at_ == EngineClock::time_point::max()) cv_.wait(lk, work);
+      else cv_.wait_until(lk, write_behind_at_, work);
       if (stop_) break;
       while (!incoming_.empty()) {
         queue_.push_back(std::move(incoming_.front()));
@@ -200,6 +203,9 @@ void EngineImpl::run() {
       cancels.swap(cancels_);
     }
     tick(std::move(cancels));
+    // Restore points due for write-behind: a bounded batch into the disk tier's queue (its writer
+    // thread does the I/O).
+    if (cache_) write_behind_at_ = cache_->write_behind(EngineClock::now());
     publish_and_deliver();
   }
   drain();

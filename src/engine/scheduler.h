@@ -108,6 +108,9 @@ struct EngineOptions {
   std::string cache_identity;
   BlockStore* cache_store = nullptr;  // the disk tier (not owned, outlives the engine); nullptr = RAM only
   int64_t max_checkpoint_bytes = int64_t{1} << 30;  // RAM for recurrent-state checkpoints (hybrid models)
+  // Persistent cache_store only (spec 5.6): a conversation's newest restore point (>= 2048 tokens)
+  // is written to disk this long after its publication unless superseded (tests set it small).
+  std::chrono::milliseconds cache_write_behind_delay{10000};
   // Speculative decoding (spec/, spec 6): every decoding lane gets a Drafter from this source and
   // feeds [last token, up to spec_block - 1 proposals] in the same batched forward as the other
   // lanes; the target verifies them (greedy output = plain decoding's, sampling distribution exact).

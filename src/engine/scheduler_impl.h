@@ -85,6 +85,9 @@ class EngineImpl {
   EngineStatus::Metrics metrics_;
   int64_t waiting_resources_ = 0;
   bool last_tick_decode_only_ = false;        // alternating mode: what ran last
+  // The prefix cache's next write-behind step (a persistent disk tier): the thread wakes for it even
+  // when idle.
+  EngineClock::time_point write_behind_at_ = EngineClock::time_point::max();
 
   std::thread thread_;
 };

@@ -35,7 +35,13 @@ void EngineImpl::cache_lookup(Lane& lane) {
 void EngineImpl::cache_publish(Lane& lane) {
   if (!cache_ || !lane.request().cache_prompt || lane.kv_len() < kKvPageTokens) return;
   cache_->publish(lane.ctx(), lane.seq().kv, lane.cache_chain());
-  if (!cache_->has_checkpoint_group() || lane.seq().recurrent.empty()) return;
+  // The lane's newest restore point, for write-behind: its published chain; on hybrids only where a
+  // checkpoint stands (KV past the last checkpoint cannot be resumed from).
+  if (!cache_->has_checkpoint_group()) {
+    cache_->note_restore_point(lane.cache_chain(), lane.kv_len() / kKvPageTokens * kKvPageTokens, EngineClock::now());
+    return;
+  }
+  if (lane.seq().recurrent.empty()) return;
   // Prefill stops at checkpoint boundaries (see the chunk size below); this is one of them when the
   // previous position's plan lands here.
   const int64_t replay = (lane.n_prompt() - 1) / kKvPageTokens * kKvPageTokens;
@@ -44,6 +50,7 @@ void EngineImpl::cache_publish(Lane& lane) {
   const bool rolling = at != replay;
   if (rolling && cache_->next_checkpoint(lane.resumed_at(), at - 1, lane.n_prompt()) != at) return;
   cache_->publish_checkpoint(lane.ctx(), at, lane.seq().recurrent, lane.cache_chain(), rolling);
+  cache_->note_restore_point(lane.cache_chain(), at, EngineClock::now());
 }
 
 bool EngineImpl::preempt_youngest(const Lane* keep) {

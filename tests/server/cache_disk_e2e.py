@@ -7,19 +7,24 @@ random-weight Qwen3 model (real Qwen3 tokenizer and chat template) with a small 
   restores) and answers the same greedy tokens as its cold run;
 - persistent cache: a clean stop writes the cached pages to --cache-dir, the next start prints how
   many it took back, and the first request after the restart hits them with the same answer;
-- a second server on the same --cache-dir runs on a temporary cache and leaves the directory alone.
+- a second server on the same --cache-dir runs on a temporary cache and leaves the directory alone;
+- write-behind: with --persistent-cache a ~2.5K-token conversation reaches the disk a short delay
+  after it was published (--cache-write-behind, hidden, shortens the 10 s); after kill -9 the next
+  start takes it back and the same request hits it with the same answer.
 
 Usage: cache_disk_e2e.py --splash BUILD/splash --tokenizer-json .../tokenizer.json [-v]
 Exit 0 on success, 1 on a failed check, 77 (ctest skip) when the tokenizer.json is missing.
-About 20 s. Standard library only.
+About 30 s. Standard library only.
 """
 import argparse
 import os
 import random
 import re
 import shutil
+import signal
 import sys
 import tempfile
+import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -32,13 +37,16 @@ WORDS = ("river stone lamp garden copper window forest signal harbor meadow penc
          "bridge violet orbit thunder basket mirror saddle lantern pepper marble canyon").split()
 
 
+LONG_MODEL = None  # a 4K context for the write-behind case
+
+
 def prompt(conv, n_words=260):
     rng = random.Random(conv)
     return "Conversation %d. " % conv + " ".join(rng.choice(WORDS) for _ in range(n_words))
 
 
-def ask(server, conv):
-    body = {"model": "q.gguf", "messages": [{"role": "user", "content": prompt(conv)}], "max_tokens": 8,
+def ask(server, conv, n_words=260):
+    body = {"model": "q.gguf", "messages": [{"role": "user", "content": prompt(conv, n_words)}], "max_tokens": 8,
             "temperature": 0}
     status, _, j = server.json("POST", "/v1/chat/completions", body)
     assert status == 200, j
@@ -127,6 +135,38 @@ class SsdTier(unittest.TestCase):
         finally:
             s.stop()
 
+    def test_write_behind_survives_kill_9(self):
+        cache_dir = os.path.join(WORK, "write-behind")
+        flags = ("--max-cache-disk", "64M", "--persistent-cache", "--cache-dir", cache_dir,
+                 "--cache-write-behind", "0.3s")
+        s = serve_e2e.Server(*flags, model=LONG_MODEL).wait_ready()
+        try:
+            first, cached, n_prompt = ask(s, 300, n_words=2400)
+            self.assertEqual(cached, 0)
+            self.assertGreaterEqual(n_prompt, 2048 + 64, "a restore point deep enough to be written behind")
+            deadline = time.time() + 30
+            while status(s)["disk"]["write_behind"]["durable"] < 1 and time.time() < deadline:
+                time.sleep(0.1)
+            d = status(s)["disk"]
+            self.assertEqual(d["write_behind"]["durable"], 1, d)
+            self.assertEqual(status(s)["cache"]["kv_evictions"], 0, "written behind, not evicted")
+        finally:
+            self.assertEqual(s.stop(signal.SIGKILL), -signal.SIGKILL)
+
+        s = serve_e2e.Server(*flags, model=LONG_MODEL).wait_ready()
+        try:
+            line = [l for l in s.lines if l.startswith("Persistent cache ")]
+            self.assertEqual(len(line), 1, s.lines)
+            m = re.search(r"took back (\d+) restore points over (\d+) KV blocks", line[0])
+            self.assertTrue(m, line[0])
+            self.assertGreaterEqual(int(m.group(1)), 1, line[0])
+            self.assertGreaterEqual(int(m.group(2)), (n_prompt - 1) // 32, line[0])
+            again, cached, _ = ask(s, 300, n_words=2400)
+            self.assertGreaterEqual(cached, 32 * ((n_prompt - 1) // 32), "the request after kill -9 hits")
+            self.assertEqual(again, first, "same greedy tokens")
+        finally:
+            s.stop()
+
     def test_flag_checks(self):
         r = serve_e2e.run_cli("serve", "--model", MODEL, "--persistent-cache")
         self.assertEqual(r.returncode, 2)
@@ -142,7 +182,7 @@ class SsdTier(unittest.TestCase):
 
 
 def main():
-    global ARGS, WORK, MODEL
+    global ARGS, WORK, MODEL, LONG_MODEL
     ap = argparse.ArgumentParser()
     ap.add_argument("--splash", required=True)
     ap.add_argument("--tokenizer-json", required=True)
@@ -158,6 +198,14 @@ def main():
         # A 512-token context keeps the KV pool at 64 pages, so a few conversations overflow it.
         r = serve_e2e.run_cli("make-test-model", "--preset", "tiny-qwen3", "--ctx", "512", "--tokenizer",
                               ARGS.tokenizer_json, "--out", MODEL)
+        if r.returncode != 0:
+            print(r.stdout, r.stderr)
+            return 1
+        # Same file name (the served model id the requests name), in its own folder.
+        os.makedirs(os.path.join(WORK, "long"))
+        LONG_MODEL = os.path.join(WORK, "long", "q.gguf")
+        r = serve_e2e.run_cli("make-test-model", "--preset", "tiny-qwen3", "--ctx", "4096", "--tokenizer",
+                              ARGS.tokenizer_json, "--out", LONG_MODEL)
         if r.returncode != 0:
             print(r.stdout, r.stderr)
             return 1

@@ -121,6 +121,7 @@ DiskBlockStore::Enqueue DiskBlockStore::enqueue(const BlockInfo& info, std::span
     pending_.emplace(id, p);
     queue_.push_back(std::move(p));
     queued_bytes_ += bytes;
+    ++queued_puts_;
   }
   work_cv_.notify_one();
   return Enqueue::kQueued;
@@ -226,6 +227,16 @@ BlockStoreStats DiskBlockStore::stats() const {
   return s;
 }
 
+uint64_t DiskBlockStore::queued_puts() const {
+  std::lock_guard lock(mu_);
+  return queued_puts_;
+}
+
+uint64_t DiskBlockStore::finished_puts() const {
+  std::lock_guard lock(mu_);
+  return finished_puts_;
+}
+
 void DiskBlockStore::pause_writer_for_test(bool paused) {
   {
     std::lock_guard lock(mu_);
@@ -258,6 +269,7 @@ void DiskBlockStore::writer_loop() {
     write_batch(batch);
     lock.lock();
     in_flight_ = 0;
+    finished_puts_ += batch.size();
     done_cv_.notify_all();
   }
   done_cv_.notify_all();
@@ -434,6 +446,7 @@ void DiskBlockStore::disable(const std::string& why) {
     pending_.erase(IndexKey{p->info.key, p->info.kind});
     ++stats_.writes_dropped;
   }
+  finished_puts_ += queue_.size();
   queue_.clear();
   queued_bytes_ = 0;
   done_cv_.notify_all();

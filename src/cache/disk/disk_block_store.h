@@ -74,6 +74,8 @@ class DiskBlockStore final : public BlockStore {
   void sync();
   BlockStoreStats stats() const override;
   bool persistent() const override { return options_.persistent; }
+  uint64_t queued_puts() const override;
+  uint64_t finished_puts() const override;
 
   // Persistent: the namespace folder; temporary: empty.
   const std::string& directory() const { return ns_dir_; }
@@ -145,6 +147,7 @@ class DiskBlockStore final : public BlockStore {
   std::vector<std::pair<uint64_t, uint64_t>> to_punch_;  // corrupt records found by get()
   uint64_t queued_bytes_ = 0;
   uint64_t head_ = 0, next_seq_ = 1;
+  uint64_t queued_puts_ = 0, finished_puts_ = 0;  // queue_ entries pushed / taken and finished
   int in_flight_ = 0;
   bool stop_ = false, disabled_ = false, paused_ = false;
   BlockStoreStats stats_;

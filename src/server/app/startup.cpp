@@ -343,6 +343,7 @@ int serve(const ServeOptions& options) {
   auto disk = open_ssd_cache(options, plan, engine_cache_namespace(*model, eopts.cache_identity, options.kv_format));
   if (!disk.ok()) return fail(disk.error_message());
   eopts.cache_store = disk->store.get();
+  eopts.cache_write_behind_delay = options.cache_write_behind;
   eopts.lanes = std::min(plan.lanes, options.queue_size);
   eopts.queue_size = options.queue_size;
   eopts.kv_pages = plan.kv_pool_pages;

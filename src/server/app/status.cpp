@@ -42,7 +42,7 @@ nlohmann::json memory_plan_json(const StatusSnapshot& s) {
 }
 
 // spec 3 `disk`: the SSD cache's quota, usage, traffic and take-back (all zero when it is off).
-nlohmann::json disk_json(const std::optional<BlockStoreStats>& d) {
+nlohmann::json disk_json(const std::optional<BlockStoreStats>& d, const PrefixCacheStats& c) {
   const BlockStoreStats z = d.value_or(BlockStoreStats{});
   return {
       {"enabled", d.has_value()},
@@ -66,11 +66,12 @@ nlohmann::json disk_json(const std::optional<BlockStoreStats>& d) {
         {"bytes", z.restored_bytes},
         {"restore_points", z.restored_points},
         {"left_behind", z.left_behind}}},
+      // Restore points written behind (--persistent-cache): waiting, written, superseded, refused.
       {"write_behind",
-       {{"waiting", z.pending_records},
-        {"durable", z.records_written},
-        {"unneeded", z.unneeded},
-        {"refused", z.writes_dropped}}},
+       {{"waiting", c.write_behind_waiting},
+        {"durable", c.write_behind_durable},
+        {"unneeded", c.write_behind_superseded},
+        {"refused", c.write_behind_refused}}},
   };
 }
 
@@ -155,7 +156,7 @@ nlohmann::json status_json(const StatusSnapshot& s) {
         {"draft_acceptance_rate", e.metrics.draft_acceptance_rate},
         {"mean_accepted_length", e.metrics.mean_accepted_length},
         {"draft_methods", draft_methods_json(e.metrics)}}},
-      {"disk", disk_json(s.disk)},
+      {"disk", disk_json(s.disk, e.cache)},
       {"ane_ffn",
        {{"state", "unavailable"},
         {"reason", "no second compute device: this build runs the whole model on the CPU"}}},

@@ -1,6 +1,10 @@
-// The RAM tier over the real SSD tier (PrefixCache + DiskBlockStore): what only the two together do.
+// The RAM tier over the real SSD tier (PrefixCache + DiskBlockStore): what only the two together do:
+// hot prefixes keep their disk copy across ring wraps; write-behind of restore points to a
+// persistent directory.
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <cstring>
 #include <numeric>
 #include <vector>
 
@@ -139,6 +143,99 @@ TEST(PrefixCacheDisk, PrefixHeldInRamKeepsItsDiskCopy) {
     }
   }
   pool.release(held.kv);
+}
+
+// Write-behind (spec 5.6): a restore point >= 2048 tokens deep reaches a persistent directory the
+// delay after its publication, with no eviction and no clean stop; a point superseded before its
+// delay is never written, and the superseding one writes each block once. Times are explicit.
+TEST(PrefixCacheDisk, WriteBehindWritesTheNewestRestorePointOnce) {
+  using Clock = PrefixCache::Clock;
+  using std::chrono::milliseconds;
+  TempDir dir;
+  KvPagePool pool = *KvPagePool::create(small_config(128));
+  auto store = open_store(dir.path() + "/cache", 32 << 20, /*persistent=*/true);
+  ASSERT_TRUE(store);
+  PrefixCacheOptions o;
+  o.namespace_description = kNamespace;
+  o.disk = store.get();
+  o.write_behind_delay = milliseconds(10000);
+  o.write_behind_step_bytes = 4 * pool.page_bytes();  // bounded batches: several calls per point
+  PrefixCache cache(pool, o);
+  ASSERT_TRUE(cache.writes_behind());
+  const Clock::time_point t0 = Clock::now();
+
+  const auto a = seq_tokens(80 * T + 7, 50000);
+  KvPageTable ta = prefill(pool, a);
+  BlockChain chain;
+  // After a first chunk: a 66-block (2112-token) point.
+  KvPageTable first;
+  first.pages.assign(ta.pages.begin(), ta.pages.begin() + 66);
+  first.n_tokens = 66 * T;
+  cache.publish(a, first, chain);
+  cache.note_restore_point(chain, 66 * T, t0);
+  EXPECT_EQ(cache.write_behind(t0 + milliseconds(5000)), t0 + milliseconds(10000));
+  // The next chunk, 6 s later, supersedes it.
+  cache.publish(a, ta, chain);
+  cache.note_restore_point(chain, 80 * T, t0 + milliseconds(6000));
+  cache.note_restore_point(chain, 80 * T, t0 + milliseconds(7000));  // the same point again: no new delay
+  EXPECT_EQ(cache.stats().write_behind_superseded, 1);
+  EXPECT_EQ(cache.stats().write_behind_waiting, 1);
+  // A short conversation (< 2048 tokens) is never written behind.
+  const auto b = seq_tokens(40 * T, 90000);
+  KvPageTable tb = prefill(pool, b);
+  BlockChain chain_b;
+  cache.publish(b, tb, chain_b);
+  cache.note_restore_point(chain_b, 40 * T, t0);
+  EXPECT_EQ(cache.stats().write_behind_waiting, 1);
+
+  // Past the superseded point's due time: nothing (it is gone, the newer one is not due yet).
+  EXPECT_EQ(cache.write_behind(t0 + milliseconds(11000)), t0 + milliseconds(16000));
+  store->flush();
+  EXPECT_EQ(store->stats().records_written, 0);
+
+  Clock::time_point t = t0 + milliseconds(16000);
+  int calls = 0;
+  while (cache.stats().write_behind_waiting > 0 && calls < 1000) {
+    const Clock::time_point next = cache.write_behind(t);
+    if (cache.stats().write_behind_waiting > 0) {
+      EXPECT_LE(next, t + milliseconds(20)) << "offered or flushing: the engine calls again soon";
+    }
+    store->flush();
+    t += milliseconds(20);
+    ++calls;
+  }
+  EXPECT_GE(calls, 80 / 4) << "bounded batches";
+  EXPECT_EQ(cache.write_behind(t), Clock::time_point::max());
+  const PrefixCacheStats cs = cache.stats();
+  EXPECT_EQ(cs.write_behind_durable, 1);
+  EXPECT_EQ(cs.write_behind_refused, 0);
+  EXPECT_EQ(cs.write_behind_blocks, 80);
+  EXPECT_EQ(cs.kv_evictions, 0) << "no eviction involved";
+  const BlockStoreStats st = store->stats();
+  EXPECT_EQ(st.records_written, 80) << "every block of the newest point once, nothing of b";
+  EXPECT_EQ(st.kv_records, 80);
+
+  // Durable without any stop: a copy of the ring taken now (the store still open, as at kill -9) is
+  // taken back whole by a new store, and a new cache reads the conversation from it.
+  const fs::path copy = fs::path(dir.path()) / "copy" / fs::path(store->directory()).filename();
+  fs::create_directories(copy);
+  fs::copy_file(ring_path(*store), copy / "blocks.ring");
+  auto back = open_store((fs::path(dir.path()) / "copy").string(), 32 << 20, /*persistent=*/true);
+  ASSERT_TRUE(back);
+  EXPECT_EQ(back->stats().restored_points, 1);
+  EXPECT_EQ(back->stats().restored_kv_blocks, 80);
+  KvPagePool pool2 = *KvPagePool::create(small_config(128));
+  PrefixCacheOptions o2 = o;
+  o2.disk = back.get();
+  PrefixCache cache2(pool2, o2);
+  PrefixMatch m = cache2.lookup(a, static_cast<int64_t>(a.size()) - 1);
+  EXPECT_EQ(m.n_tokens, 80 * T);
+  EXPECT_EQ(m.disk_tokens, 80 * T);
+  for (size_t i = 0; i < 80; ++i)
+    EXPECT_EQ(std::memcmp(pool2.page_data(m.kv.pages[i]), pool.page_data(ta.pages[i]), static_cast<size_t>(pool.page_bytes())), 0);
+  pool2.release(m.kv);
+  pool.release(ta);
+  pool.release(tb);
 }
 
 }  // namespace

@@ -9,8 +9,10 @@
 // The unit cases share a ~6.2K-token prefix (one rolling checkpoint, ~3 s on 2 loaded cores). The
 // 16K-token case of the issue runs when SPLASH_LONG_TESTS=1 (ctest prefix_cache_hybrid_16k, label
 // cache_long).
+#include <chrono>
 #include <cstdlib>
 #include <map>
+#include <thread>
 
 #include "cache/disk/disk_block_store.h"
 #include "engine/cache_namespace.h"
@@ -238,6 +240,59 @@ TEST(HybridPrefixCacheDisk, CheckpointsSurviveAPersistentRestart) {
   // Every shared whole page was read back (the match is cut back to the checkpoint after), + the state.
   EXPECT_EQ(e->status().cache.disk_hits, w.shared / kKvPageTokens + 1);
   EXPECT_EQ(rb->tokens(), cold_b(preset, w));
+}
+
+// Write-behind (spec 5.6): with a persistent store, a conversation's restore point (the replay
+// checkpoint of a ~2.5K-token prompt, with its KV chain) reaches the disk a short delay after
+// publication, while the engine keeps running: no eviction, no clean stop. A copy of the ring taken
+// then (what kill -9 leaves) is taken back whole, and a new engine resumes there with the same tokens.
+TEST(HybridPrefixCacheDisk, WriteBehindMakesTheRestorePointDurableWithoutAStop) {
+  const std::string preset = "tiny-qwen3-next";
+  LoadedModel& m = hybrid(preset);
+  const EngineRequest a = req(ids(2500, 7));
+  const int64_t replay = (static_cast<int64_t>(a.prompt.size()) - 1) / kKvPageTokens * kKvPageTokens;
+  EngineOptions o = options();
+  o.cache_write_behind_delay = std::chrono::milliseconds(200);
+  DiskStoreOptions so;
+  so.quota_bytes = 64 << 20;
+  so.namespace_description = engine_cache_namespace(m.model, o.cache_identity, o.kv_format);
+  so.persistent = true;
+  so.dir = (work_dir() / "write-behind").string();
+  auto store = DiskBlockStore::open(so);
+  ASSERT_TRUE(store.ok()) << store.error_message();
+  o.cache_store = store->get();
+  auto e = engine(m, o);
+  auto ra = run(*e, a);
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (e->status().cache.write_behind_durable < 1 && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  const EngineStatus s = e->status();
+  EXPECT_EQ(s.cache.write_behind_durable, 1);
+  EXPECT_EQ(s.cache.write_behind_waiting, 0);
+  EXPECT_EQ(s.cache.kv_evictions, 0) << "nothing was evicted: the blocks were written behind";
+  EXPECT_EQ(s.cache.checkpoint_evictions, 0);
+  const BlockStoreStats st = (*store)->stats();
+  EXPECT_EQ(st.kv_records, replay / kKvPageTokens);
+  EXPECT_EQ(st.state_records, 1);
+
+  // The ring as kill -9 would leave it (the engine and the store still running).
+  const auto copy = work_dir() / "write-behind-copy";
+  const auto ns = std::filesystem::path((*store)->directory()).filename();
+  std::filesystem::create_directories(copy / ns);
+  std::filesystem::copy_file(std::filesystem::path((*store)->directory()) / "blocks.ring", copy / ns / "blocks.ring");
+  DiskStoreOptions so2 = so;
+  so2.dir = copy.string();
+  auto back = DiskBlockStore::open(so2);
+  ASSERT_TRUE(back.ok()) << back.error_message();
+  EXPECT_EQ((*back)->stats().restored_points, 1);
+  EXPECT_EQ((*back)->stats().restored_states, 1);
+  EXPECT_EQ((*back)->stats().restored_kv_blocks, replay / kKvPageTokens);
+  EngineOptions o2 = options();
+  o2.cache_store = back->get();
+  auto e2 = engine(m, o2);
+  auto again = run(*e2, a);
+  EXPECT_EQ(again->done().cached_tokens, replay);
+  EXPECT_EQ(again->tokens(), ra->tokens());
 }
 
 INSTANTIATE_TEST_SUITE_P(Tiny, HybridPrefixCache, ::testing::Values("tiny-qwen3-next", "tiny-qwen3-5"));

@@ -1,0 +1,135 @@
+// PrefixCache write-behind (spec 5.6): with a persistent disk tier, each conversation's newest restore
+// point (its published chain; on hybrids the checkpoint there with it) is handed to the store a delay
+// after publication, so that a restart after kill -9 takes back what was published before. Eviction
+// and the clean stop remain the other ways blocks reach the disk.
+#include <algorithm>
+#include <vector>
+
+#include "cache/prefix_cache.h"
+#include "core/check.h"
+
+namespace splash {
+
+void PrefixCache::note_restore_point(const BlockChain& chain, int64_t n_tokens, Clock::time_point now) {
+  if (!writes_behind() || n_tokens < std::max<int64_t>(options_.write_behind_min_tokens, kKvPageTokens)) return;
+  const int64_t depth = n_tokens / kKvPageTokens;
+  SPLASH_CHECK(static_cast<int64_t>(chain.keys.size()) >= depth);
+  const BlockKey& key = chain.keys[static_cast<size_t>(depth - 1)];
+  if (!index_.contains(key)) return;  // not published (a collision): nothing to restore from
+  // A shorter prefix of this chain waiting to be written is the same conversation's older point.
+  for (int64_t d = 0; d + 1 < depth && !points_.empty(); ++d) {
+    auto it = points_.find(chain.keys[static_cast<size_t>(d)]);
+    if (it == points_.end() || it->second.flushing) continue;
+    points_.erase(it);
+    ++stats_.write_behind_superseded;
+    --stats_.write_behind_waiting;
+  }
+  auto [it, added] = points_.try_emplace(key);
+  if (!added) return;
+  it->second.due = now + options_.write_behind_delay;
+  next_due_ = std::min(next_due_, it->second.due);
+  ++stats_.write_behind_waiting;
+}
+
+bool PrefixCache::offer_point(const BlockKey& key, RestorePoint& p, int64_t& budget) {
+  BlockStore& disk = *options_.disk;
+  // The chain from the root: blocks evicted meanwhile went to disk then; the walk stops there.
+  std::vector<BlockKey> path;
+  for (BlockKey k = key; !(k == root_);) {
+    auto it = index_.find(k);
+    if (it == index_.end()) break;
+    path.push_back(k);
+    k = it->second.parent;
+  }
+  std::reverse(path.begin(), path.end());
+  const int64_t page_bytes = pool_.page_bytes();
+  for (int64_t i = p.offered; i < static_cast<int64_t>(path.size()); ++i) {
+    // The store's queue is bounded: never more than one step of write-behind waits in it.
+    const uint64_t backlog = disk.queued_puts() - disk.finished_puts();
+    if (budget <= 0 || static_cast<int64_t>(backlog) * page_bytes >= options_.write_behind_step_bytes) return false;
+    const BlockKey& k = path[static_cast<size_t>(i)];
+    const Entry& e = index_.at(k);
+    const BlockInfo info{k, e.parent, BlockKind::kKvPage, e.depth * kKvPageTokens};
+    const std::span<const uint8_t> bytes(pool_.page_data(e.page), static_cast<size_t>(page_bytes));
+    if (!disk.contains(k, BlockKind::kKvPage)) {
+      if (!disk.put(info, e.tokens, bytes)) {
+        if (backlog > 0) return false;  // the queue is full of other blocks: later
+        p.refused = true;               // disabled, or too large: this point never gets whole
+        return true;
+      }
+      ++stats_.write_behind_blocks;
+      budget -= page_bytes;
+    } else if (disk.refresh(info, e.tokens, bytes)) {
+      ++stats_.write_behind_blocks;
+      ++stats_.disk_refreshes;
+      budget -= page_bytes;
+    }
+    p.offered = i + 1;
+  }
+  if (!p.state_offered) {
+    auto c = checkpoints_.find(key);
+    auto e = index_.find(key);
+    if (c != checkpoints_.end() && e != index_.end()) {
+      const std::vector<float>& s = c->second.state;
+      const BlockInfo info{key, e->second.parent, BlockKind::kState, e->second.depth * kKvPageTokens};
+      const std::span<const uint8_t> bytes(reinterpret_cast<const uint8_t*>(s.data()), s.size() * sizeof(float));
+      if (!disk.contains(key, BlockKind::kState)) {
+        if (disk.put(info, e->second.tokens, bytes)) ++stats_.write_behind_blocks;
+      } else if (disk.refresh(info, e->second.tokens, bytes)) {
+        ++stats_.write_behind_blocks;
+      }
+    }
+    p.state_offered = true;
+  }
+  return true;
+}
+
+PrefixCache::Clock::time_point PrefixCache::write_behind(Clock::time_point now) {
+  if (points_.empty() || !writes_behind()) return Clock::time_point::max();
+  if (now < next_due_) return next_due_;
+  BlockStore& disk = *options_.disk;
+  // Due points, oldest first.
+  std::vector<std::pair<Clock::time_point, BlockKey>> due;
+  for (const auto& [key, p] : points_)
+    if (p.due <= now) due.emplace_back(p.due, key);
+  std::sort(due.begin(), due.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  int64_t budget = options_.write_behind_step_bytes;
+  bool blocked = false;
+  for (const auto& [when, key] : due) {
+    RestorePoint& p = points_.at(key);
+    if (p.flushing) continue;
+    if (!index_.contains(key)) {
+      // Evicted from RAM meanwhile: its blocks went to the disk tier (or were refused) by eviction.
+      points_.erase(key);
+      ++stats_.write_behind_refused;
+      --stats_.write_behind_waiting;
+      continue;
+    }
+    if (!offer_point(key, p, budget)) {
+      blocked = true;
+      break;
+    }
+    p.flushing = true;
+    p.ticket = disk.queued_puts();
+  }
+  // Points offered whole are durable once the writer has finished everything queued before them.
+  const uint64_t finished = disk.finished_puts();
+  next_due_ = Clock::time_point::max();
+  for (auto it = points_.begin(); it != points_.end();) {
+    RestorePoint& p = it->second;
+    if (p.flushing && finished >= p.ticket) {
+      const bool ok = !p.refused && disk.contains(it->first, BlockKind::kKvPage);
+      ++(ok ? stats_.write_behind_durable : stats_.write_behind_refused);
+      --stats_.write_behind_waiting;
+      it = points_.erase(it);
+      continue;
+    }
+    // Offered or blocked: look again soon (the writer drains the queue); else at its due time.
+    const Clock::time_point next = p.flushing || (blocked && p.due <= now) ? now + std::chrono::milliseconds(20) : p.due;
+    next_due_ = std::min(next_due_, next);
+    ++it;
+  }
+  return next_due_;
+}
+
+}  // namespace splash
