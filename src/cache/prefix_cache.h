@@ -155,6 +155,13 @@ class PrefixCache {
   Clock::time_point write_behind(Clock::time_point now);
   bool writes_behind() const { return options_.disk != nullptr && options_.disk->persistent(); }
 
+  // Clean stop (spec 5.6: "flush newest first, <= 6 s"): hands the disk tier every cached block and
+  // checkpoint it lacks (old copies refreshed), the most recently used conversations first, each
+  // chain root first so that whatever the budget cuts off, what reached the disk is whole prefixes of
+  // the newest conversations. Waits for the store between bounded steps; stops at `deadline` or once
+  // max_records were queued. Nothing leaves RAM. Returns the records queued.
+  int64_t flush_to_disk(Clock::time_point deadline, int64_t max_records = INT64_MAX);
+
   // Frees up to n pages by dropping least recently used cached pages that only the index holds
   // (leaves of the prefix tree first; each handed to the disk tier first). Returns pages freed.
   int64_t evict(int64_t n_pages);

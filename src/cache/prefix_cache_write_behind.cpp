@@ -1,8 +1,9 @@
-// PrefixCache write-behind (spec 5.6): with a persistent disk tier, each conversation's newest restore
-// point (its published chain; on hybrids the checkpoint there with it) is handed to the store a delay
-// after publication, so that a restart after kill -9 takes back what was published before. Eviction
-// and the clean stop remain the other ways blocks reach the disk.
+// PrefixCache writes to the disk tier other than eviction (spec 5.6): write-behind, with a
+// persistent disk tier, hands each conversation's newest restore point (its published chain; on
+// hybrids the checkpoint there with it) to the store a delay after publication, so that a restart
+// after kill -9 takes back what was published before; the clean stop's flush, newest first.
 #include <algorithm>
+#include <unordered_set>
 #include <vector>
 
 #include "cache/prefix_cache.h"
@@ -130,6 +131,60 @@ PrefixCache::Clock::time_point PrefixCache::write_behind(Clock::time_point now) 
     ++it;
   }
   return next_due_;
+}
+
+// --- clean stop -------------------------------------------------------------------------------------
+
+int64_t PrefixCache::flush_to_disk(Clock::time_point deadline, int64_t max_records) {
+  if (options_.disk == nullptr) return 0;
+  BlockStore& disk = *options_.disk;
+  // Conversations, newest first: the leaves of the prefix tree by their last use.
+  std::vector<std::pair<uint64_t, BlockKey>> leaves;
+  for (const auto& [key, e] : index_)
+    if (e.children.empty()) leaves.emplace_back(e.last_use, key);
+  std::sort(leaves.begin(), leaves.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  int64_t queued = 0, step = 0;
+  bool refused = false;
+  // One record: absent -> put (the bounded queue full: wait for the writer, once); stored -> refresh.
+  auto offer = [&](const BlockInfo& info, std::span<const int32_t> tokens, std::span<const uint8_t> bytes) {
+    bool ok = false;
+    if (!disk.contains(info.key, info.kind)) {
+      ok = disk.put(info, tokens, bytes);
+      if (!ok) {
+        disk.flush();
+        ok = disk.put(info, tokens, bytes);
+      }
+      refused = !ok;  // disabled or too large: nothing more is worth trying
+    } else {
+      ok = disk.refresh(info, tokens, bytes);
+    }
+    if (!ok) return;
+    ++queued;
+    step += static_cast<int64_t>(bytes.size());
+    if (step >= options_.write_behind_step_bytes) {
+      disk.flush();
+      step = 0;
+    }
+  };
+  std::unordered_set<BlockKey, BlockKeyHash> done;  // blocks handled (with everything above them)
+  std::vector<BlockKey> path;
+  for (const auto& [use, leaf] : leaves) {
+    path.clear();
+    for (BlockKey k = leaf; !(k == root_) && !done.contains(k); k = index_.at(k).parent) path.push_back(k);
+    for (auto k = path.rbegin(); k != path.rend(); ++k) {
+      if (refused || queued >= max_records || Clock::now() >= deadline) return queued;
+      const Entry& e = index_.at(*k);
+      offer(BlockInfo{*k, e.parent, BlockKind::kKvPage, e.depth * kKvPageTokens}, e.tokens,
+            {pool_.page_data(e.page), static_cast<size_t>(pool_.page_bytes())});
+      if (auto c = checkpoints_.find(*k); c != checkpoints_.end() && !refused && queued < max_records) {
+        const std::vector<float>& s = c->second.state;
+        offer(BlockInfo{*k, e.parent, BlockKind::kState, e.depth * kKvPageTokens}, e.tokens,
+              {reinterpret_cast<const uint8_t*>(s.data()), s.size() * sizeof(float)});
+      }
+      done.insert(*k);
+    }
+  }
+  return queued;
 }
 
 }  // namespace splash

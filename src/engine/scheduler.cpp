@@ -227,12 +227,11 @@ void EngineImpl::drain() {
     queue_.pop_front();
     end_lane(std::move(lane), FinishReason::kCancelled, "", now);
   }
-  // Clean stop with a persistent SSD cache (spec 5.6): the cached pages go to disk (least recently
-  // used first, a few at a time so the store's bounded queue takes them all) so that the next start
-  // takes them back; for at most 6 s.
+  // Clean stop with a persistent SSD cache (spec 5.6): the cached pages and checkpoints go to disk,
+  // newest conversations first, for at most 6 s, so that the next start takes them back; when the
+  // cache is larger than 6 s of writes, the oldest are the ones left out.
   if (cache_ && options_.cache_store != nullptr && options_.cache_store->persistent()) {
-    const auto until = EngineClock::now() + std::chrono::seconds(6);
-    while (EngineClock::now() < until && cache_->evict(4) > 0) options_.cache_store->flush();
+    cache_->flush_to_disk(EngineClock::now() + std::chrono::seconds(6));
     options_.cache_store->flush();
   }
   publish_and_deliver();

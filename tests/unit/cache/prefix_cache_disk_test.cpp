@@ -238,5 +238,52 @@ TEST(PrefixCacheDisk, WriteBehindWritesTheNewestRestorePointOnce) {
   pool.release(tb);
 }
 
+// Clean stop (spec 5.6: "flush newest first"): with a budget that cannot write the whole cache, the
+// most recently used conversations reach the disk, whole from the root, and the oldest are left out.
+TEST(PrefixCacheDisk, CleanStopFlushWritesTheNewestConversationsFirst) {
+  TempDir dir;
+  KvPagePool pool = *KvPagePool::create(small_config(64));
+  auto store = open_store(dir.path(), 32 << 20, /*persistent=*/true);
+  ASSERT_TRUE(store);
+  PrefixCacheOptions o;
+  o.namespace_description = kNamespace;
+  o.disk = store.get();
+  PrefixCache cache(pool, o);
+  const auto system = seq_tokens(T, 100000);  // shared by all
+  std::vector<std::vector<int32_t>> convs;
+  for (int c = 0; c < 5; ++c) {
+    convs.push_back(concat(system, seq_tokens(3 * T, 1000 * c)));
+    KvPageTable t = prefill(pool, convs.back());
+    BlockChain chain;
+    cache.publish(convs.back(), t, chain);
+    pool.release(t);
+  }
+  // Conversation 1 is used again: with 4, the newest two.
+  PrefixMatch m = cache.lookup(convs[1], static_cast<int64_t>(convs[1].size()));
+  ASSERT_EQ(m.n_tokens, 4 * T);
+  pool.release(m.kv);
+  // Room for 7 records: the shared block and the 3 own blocks of conversations 1 and 4.
+  EXPECT_EQ(cache.flush_to_disk(PrefixCache::Clock::now() + std::chrono::seconds(60), 7), 7);
+  store->flush();
+  auto on_disk = [&](const std::vector<int32_t>& tokens) {  // whole blocks on disk from the root
+    int64_t n = 0;
+    BlockKey parent = namespace_key(kNamespace);
+    for (size_t i = 0; i + T <= tokens.size(); i += T) {
+      parent = chain_block_key(parent, std::span(tokens).subspan(i, T));
+      if (!store->contains(parent, BlockKind::kKvPage)) break;
+      ++n;
+    }
+    return n;
+  };
+  EXPECT_EQ(on_disk(convs[1]), 4) << "the most recently used conversation, whole";
+  EXPECT_EQ(on_disk(convs[4]), 4) << "the newest published one, whole";
+  for (int c : {0, 2, 3}) EXPECT_EQ(on_disk(convs[static_cast<size_t>(c)]), 1) << "conversation " << c;
+  EXPECT_EQ(store->stats().kv_records, 7);
+  // Without a limit everything goes, each block once.
+  EXPECT_EQ(cache.flush_to_disk(PrefixCache::Clock::now() + std::chrono::seconds(60)), 9);
+  store->flush();
+  EXPECT_EQ(store->stats().kv_records, 16);
+}
+
 }  // namespace
 }  // namespace splash
