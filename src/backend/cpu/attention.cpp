@@ -24,9 +24,6 @@ constexpr int kPrefillRows = 64;
 // ... and only from this context on: below it attention is a small part of the forward pass, and the
 // row-major kernels give each row the bits a one-row (decode) call gives it.
 constexpr int64_t kPrefillMinContext = 256;
-// bf16 prefill: each thread keeps the K/V pages of its current KV head converted (its query tiles
-// all read them) when they fit this per-thread budget; above it, one page converted per use.
-constexpr int64_t kBf16PagesBytes = int64_t{32} << 20;
 
 int64_t round_up16(int64_t n) { return (n + 15) / 16 * 16; }
 
@@ -102,7 +99,8 @@ void attention(const float* q, int64_t n_q, int64_t q_pos0, const PagedKvView& k
   if (static_cast<int64_t>(ws.valid.size()) < int64_t{rows_cap} * threads)
     ws.valid.resize(static_cast<size_t>(rows_cap * threads));
   const int64_t page_elems = int64_t{kKvPageTokens} * hd;
-  const bool bf16_keep = bf16 && pages_all * page_elems * 4 <= kBf16PagesBytes;
+  // K and V as bf16 for every page of the call, per thread (AttentionScratch::bf16_pages_budget).
+  const bool bf16_keep = bf16 && pages_all * page_elems * 4 * threads <= ws.bf16_pages_budget;
   const int64_t bf16_pages = bf16_keep ? pages_all : 1;
   const int64_t per_thread_bf16 = int64_t{rows_cap} * hd + 2 * bf16_pages * page_elems;
   if (bf16) {

@@ -46,6 +46,10 @@ struct AttentionScratch {
   std::vector<uint16_t> bf16;     // [threads, queries + converted K / V pages as bf16] (prefill_bf16 only)
   std::vector<float> bf16_scales; // [threads, 2, pages, 32] int8 scales of the converted pages
   std::vector<int64_t> bf16_held; // [threads, 2]: KV head and key positions the thread's pages hold
+  // Bytes the bf16 prefill may spend on converted K/V pages, all threads together: each thread keeps
+  // its KV head's pages when they fit (every query tile of the head reads them), else converts one
+  // page per use (same results, slower).
+  int64_t bf16_pages_budget = int64_t{64} << 20;
 };
 
 // q: [n_q, n_head, head_dim] f32; out: [n_q, n_head, head_dim] f32 (must not overlap q).

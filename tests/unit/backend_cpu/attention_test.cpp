@@ -208,6 +208,29 @@ TEST(Attention, PrefillTierMatchesReference) {
   }
 }
 
+TEST(Attention, Bf16PrefillWithoutKeptPagesGivesTheSameResult) {
+  // Past its page budget the bf16 prefill converts one page per use instead of keeping each KV
+  // head's pages per thread: same conversions, same products, so the same bits.
+  if (best_isa_level() < IsaLevel::kAvx512 || !cpu_features().avx512bf16) GTEST_SKIP() << "no AVX512_BF16";
+  std::mt19937 rng(8);
+  ThreadPool pool(3);
+  const Case c{600, 300, 8, 2, 128};
+  const int64_t row = int64_t{c.n_kv_head} * c.hd;
+  auto k = random_vec(static_cast<size_t>(c.n_kv * row), rng, 1.5f);
+  auto v = random_vec(k.size(), rng);
+  auto q = random_vec(static_cast<size_t>(c.n_q * c.n_head * c.hd), rng, 1.5f);
+  TestKv kv = make_kv(KvFormat::kInt8, c.n_kv_head, c.hd, k, v, c.n_kv, rng);
+  AttentionParams p{c.n_head, c.n_kv_head, c.hd, 0.0f, IsaLevel::kAvx512};
+  p.prefill_bf16 = true;
+  AttentionScratch kept, per_use;
+  per_use.bf16_pages_budget = 0;
+  std::vector<float> a(q.size()), b(q.size());
+  attention(q.data(), c.n_q, c.n_kv - c.n_q, kv.view(), p, a.data(), pool, &kept);
+  attention(q.data(), c.n_q, c.n_kv - c.n_q, kv.view(), p, b.data(), pool, &per_use);
+  EXPECT_EQ(a, b);
+  EXPECT_LT(per_use.bf16.size(), kept.bf16.size());  // the budget was honoured
+}
+
 TEST(Attention, SingleThreadAndSplitKAgree) {
   // Split-K (a 2-thread pool on one sequence) must give the single-pass result.
   std::mt19937 rng(77);
