@@ -26,19 +26,22 @@ using namespace sched_test;
 constexpr int64_t kInterval = 4096;  // spec 5.1 rolling checkpoint interval (the engine's default)
 constexpr int64_t kSpacing = 2048;
 
+// No function-local static: `cleanup` below is constructed before such a static would be, so it
+// would be destroyed first and the destructor would read a freed path (ASan at exit).
+std::filesystem::path work_path() {
+  return std::filesystem::temp_directory_path() / ("splash_cache_hybrid_" + std::to_string(getpid()));
+}
+
 std::filesystem::path work_dir() {
-  static const auto dir = [] {
-    auto d = std::filesystem::temp_directory_path() / ("splash_cache_hybrid_" + std::to_string(getpid()));
-    std::filesystem::create_directories(d);
-    return d;
-  }();
-  return dir;
+  const auto d = work_path();
+  std::filesystem::create_directories(d);
+  return d;
 }
 
 struct Cleanup {
   ~Cleanup() {
     std::error_code ec;
-    std::filesystem::remove_all(work_dir(), ec);
+    std::filesystem::remove_all(work_path(), ec);
   }
 } cleanup;
 
