@@ -33,11 +33,20 @@ class DFlashDrafter final : public Drafter {
                         " tokens were committed");
     if (obs.hidden_position + obs.n_hidden_rows + model_->config().block_size > model_->max_position())
       return {};  // past the drafter's RoPE range: it stops proposing (propose() returns none)
-    model_->add_context(ctx_, obs.hidden, obs.n_hidden_rows, obs.hidden_position, pool_, scratch_);
+    // Rows wait for the next propose() (or a gap in positions, or kMaxPending rows): while
+    // DraftBudget pauses drafting, one add_context over the paused steps' rows replaces a one-row
+    // pass per step (stories15M F32 with a drafter that never hits: 0.83-0.87x -> 0.92-0.93x of
+    // plain decode; without any context update 0.98x).
+    if (pending_rows_ > 0 && (obs.hidden_position != pending_pos_ + pending_rows_ || pending_rows_ >= kMaxPending))
+      flush_pending();
+    if (pending_rows_ == 0) pending_pos_ = obs.hidden_position;
+    pending_.insert(pending_.end(), obs.hidden, obs.hidden + obs.n_hidden_rows * width);
+    pending_rows_ += obs.n_hidden_rows;
     return {};
   }
 
   void rollback(int64_t n_committed) override {
+    flush_pending();
     if (n_committed < static_cast<int64_t>(tokens_.size())) tokens_.resize(static_cast<size_t>(n_committed));
     // Rows of tokens that are no longer committed; the last committed token's row goes too, so the
     // anchor never sees itself as context (it is fed again with the next verify).
@@ -46,6 +55,7 @@ class DFlashDrafter final : public Drafter {
 
   Result<std::vector<int32_t>> propose(int max_tokens) override {
     std::vector<int32_t> out;
+    flush_pending();
     if (max_tokens <= 0 || tokens_.empty() || ctx_.n_rows() == 0) return out;
     const int64_t anchor_pos = static_cast<int64_t>(tokens_.size()) - 1;
     if (anchor_pos + model_->config().block_size > model_->max_position()) return out;
@@ -58,6 +68,14 @@ class DFlashDrafter final : public Drafter {
   }
 
  private:
+  static constexpr int64_t kMaxPending = 64;
+
+  void flush_pending() {
+    if (pending_rows_ > 0) model_->add_context(ctx_, pending_.data(), pending_rows_, pending_pos_, pool_, scratch_);
+    pending_.clear();
+    pending_rows_ = 0;
+  }
+
   std::shared_ptr<const DFlashModel> model_;
   const PackedWeights& embed_;
   const PackedWeights& head_;
@@ -65,6 +83,9 @@ class DFlashDrafter final : public Drafter {
   std::vector<int32_t> tokens_;  // committed tokens
   DFlashContext ctx_;
   DFlashScratch scratch_;
+  std::vector<float> pending_;  // observed hidden rows not yet in ctx_ (contiguous positions)
+  int64_t pending_pos_ = 0;     // position of pending_'s first row
+  int64_t pending_rows_ = 0;
 };
 
 class DFlashSource final : public DrafterSource {

@@ -183,6 +183,39 @@ TEST(DFlashDrafter, ProposesArgmaxOfReference) {
   EXPECT_FALSE(drafter->observe(bad).ok());
 }
 
+// Rows handed over one per step (a decode step while DraftBudget pauses drafting) wait in the
+// drafter and enter its context in one pass at the next propose(): the proposals equal the reference's.
+TEST(DFlashDrafter, RowsObservedOneAtATimeProposeTheSame) {
+  Fixture fx = load_fixture("plain");
+  ThreadPool pool(1);
+  auto shared = std::make_shared<DFlashModel>(std::move(fx.model));
+  auto drafter = make_dflash_source(shared, fx.embed, fx.head, pool)->make();
+  const int64_t width = shared->config().context_width();
+  const int64_t n_vocab = fx.head.rows();
+  for (size_t r = 0; r < fx.logits.size(); ++r) {
+    const int32_t first = fx.rounds[3 * r], end = fx.rounds[3 * r + 1], anchor = fx.rounds[3 * r + 2];
+    std::vector<int32_t> toks(static_cast<size_t>(end + 1 - (r == 0 ? 0 : first + 1)), 1);
+    toks.back() = anchor;
+    for (int32_t p = first; p < end; ++p) {
+      DraftObservation obs;
+      if (p == first) obs.tokens = toks;
+      obs.hidden = fx.hidden.data() + p * width;
+      obs.n_hidden_rows = 1;
+      obs.hidden_position = p;
+      obs.hidden_width = width;
+      const Status st = drafter->observe(obs);
+      ASSERT_TRUE(st.ok()) << st.error_message();
+    }
+    auto props = drafter->propose(2);
+    ASSERT_TRUE(props.ok());
+    ASSERT_EQ(props->size(), 2u) << "round " << r;
+    for (size_t t = 0; t < props->size(); ++t) {
+      const float* row = fx.logits[r].data() + t * n_vocab;
+      EXPECT_EQ((*props)[t], std::max_element(row, row + n_vocab) - row) << "round " << r;
+    }
+  }
+}
+
 // --- config ---------------------------------------------------------------------------------------
 
 std::string read(const std::string& path) {
