@@ -11,42 +11,22 @@
 #include "cache/disk/record.h"
 #include "cache/prefix_cache.h"
 #include "disk_test_util.h"
+#include "kv_test_util.h"
 
 namespace splash {
 namespace {
 
 using namespace disk_test;  // NOLINT
+using namespace kv_test;    // NOLINT
 
 constexpr int64_t T = kKvPageTokens;
 
 // 2 layers x 2 heads x 16 dims, f32: 16 KiB pages.
 KvCacheConfig small_config(int64_t n_pages) { return KvCacheConfig{2, 2, 16, n_pages, KvFormat::kF32}; }
 
-std::vector<int32_t> seq_tokens(int64_t n, int32_t salt) {
-  std::vector<int32_t> t(static_cast<size_t>(n));
-  std::iota(t.begin(), t.end(), salt);
-  return t;
-}
-
 std::vector<int32_t> concat(std::vector<int32_t> a, const std::vector<int32_t>& b) {
   a.insert(a.end(), b.begin(), b.end());
   return a;
-}
-
-// A sequence's KV as a model would leave it: each row a function of (position, token).
-KvPageTable prefill(KvPagePool& pool, std::span<const int32_t> tokens) {
-  KvPageTable t;
-  EXPECT_TRUE(pool.append(t, static_cast<int64_t>(tokens.size())).ok());
-  const int width = pool.config().n_kv_head * pool.config().head_dim;
-  std::vector<float> k(static_cast<size_t>(width)), v(static_cast<size_t>(width));
-  for (size_t p = 0; p < tokens.size(); ++p) {
-    for (int j = 0; j < width; ++j) {
-      k[static_cast<size_t>(j)] = static_cast<float>(tokens[p]) + 0.5f * static_cast<float>(p) + 0.001f * static_cast<float>(j);
-      v[static_cast<size_t>(j)] = -k[static_cast<size_t>(j)];
-    }
-    for (int il = 0; il < pool.config().n_layer; ++il) pool.write(t, il, static_cast<int64_t>(p), 1, k.data(), v.data());
-  }
-  return t;
 }
 
 // A shared system prompt is written to disk once, by the first eviction; every later conversation

@@ -137,6 +137,17 @@ TEST(DFlashModel, RewritingRowsEqualsFreshContext) {
   EXPECT_LT(max_rel_err(scratch.logits, fx.logits[r]), 5e-5);
 }
 
+// The drafter's next two proposals are the argmax of the round's reference logits.
+void expect_reference_argmax(Drafter& drafter, const std::vector<float>& logits, int64_t n_vocab, size_t round) {
+  auto props = drafter.propose(2);
+  ASSERT_TRUE(props.ok());
+  ASSERT_EQ(props->size(), 2u) << "round " << round;
+  for (size_t t = 0; t < props->size(); ++t) {
+    const float* row = logits.data() + t * n_vocab;
+    EXPECT_EQ((*props)[t], std::max_element(row, row + n_vocab) - row) << "round " << round;
+  }
+}
+
 // The Drafter adapter: observe committed tokens + hidden rows, propose greedy tokens = argmax of the
 // reference logits; nothing to propose without context.
 TEST(DFlashDrafter, ProposesArgmaxOfReference) {
@@ -164,13 +175,7 @@ TEST(DFlashDrafter, ProposesArgmaxOfReference) {
     obs.hidden_position = first;
     obs.hidden_width = width;
     ASSERT_TRUE(drafter->observe(obs).ok()) << drafter->observe(obs).error_message();
-    auto props = drafter->propose(2);
-    ASSERT_TRUE(props.ok());
-    ASSERT_EQ(props->size(), 2u) << "round " << r;
-    for (size_t t = 0; t < props->size(); ++t) {
-      const float* row = fx.logits[r].data() + t * n_vocab;
-      EXPECT_EQ((*props)[t], std::max_element(row, row + n_vocab) - row) << "round " << r;
-    }
+    expect_reference_argmax(*drafter, fx.logits[r], n_vocab, r);
   }
   DraftObservation bad;
   std::vector<int32_t> one{1};
@@ -206,13 +211,7 @@ TEST(DFlashDrafter, RowsObservedOneAtATimeProposeTheSame) {
       const Status st = drafter->observe(obs);
       ASSERT_TRUE(st.ok()) << st.error_message();
     }
-    auto props = drafter->propose(2);
-    ASSERT_TRUE(props.ok());
-    ASSERT_EQ(props->size(), 2u) << "round " << r;
-    for (size_t t = 0; t < props->size(); ++t) {
-      const float* row = fx.logits[r].data() + t * n_vocab;
-      EXPECT_EQ((*props)[t], std::max_element(row, row + n_vocab) - row) << "round " << r;
-    }
+    expect_reference_argmax(*drafter, fx.logits[r], n_vocab, r);
   }
 }
 
