@@ -66,6 +66,13 @@ struct BlockStoreStats {
   int64_t restored_bytes = 0;
   int64_t restored_points = 0;   // chain ends among them: the prefixes a request can resume from
   int64_t left_behind = 0;       // valid records not taken back (their chain to the root is broken)
+  // Added with the residency policy (set_resident): copies of blocks RAM holds are evicted first,
+  // and writes of such blocks yield rather than push out sole copies.
+  int64_t redundant_records = 0;   // stored blocks the RAM tier also holds (or superseded old copies)
+  int64_t redundant_bytes = 0;
+  int64_t copies_yielded = 0;      // writes of RAM-held blocks refused: only sole copies to displace
+  int64_t copies_paused = 0;       // writes of RAM-held blocks refused: the hourly write limit
+  int64_t written_last_hour = 0;   // bytes written in the last 60 minutes
 };
 
 class BlockStore {
@@ -77,15 +84,28 @@ class BlockStore {
   // lost, as without a disk tier) when the bounded write queue is full or the store is disabled.
   virtual bool put(const BlockInfo& info, std::span<const int32_t> tokens, std::span<const uint8_t> payload) = 0;
 
-  // The caller still uses a block the store may hold (a RAM hit, a re-publication, a re-eviction):
-  // when the store's copy is old enough to be among the next to leave (a ring, a quota), a fresh copy
-  // is queued, so a prefix in constant use (a shared system prompt) and every chain under it stay.
-  // Nothing happens for a block the store does not hold or holds a recent copy of. Returns whether a
-  // copy was queued. Cheap when nothing is due (no payload copy).
+  // The RAM tier drops a block the store may hold: when the store's copy is old enough to be among
+  // the next to leave (a ring, a quota), a fresh copy is queued, so a prefix that keeps coming back
+  // (a shared system prompt read back for every conversation) and the chains under it stay. Nothing
+  // happens for a block the store does not hold or holds a recent copy of. Returns whether a copy was
+  // queued. Cheap when nothing is due (no payload copy).
   virtual bool refresh(const BlockInfo& info, std::span<const int32_t> tokens, std::span<const uint8_t> payload) {
     (void)info, (void)tokens, (void)payload;
     return false;
   }
+
+  // Residency (spec 5.4 "full quota replaces oldest redundant copy, then oldest sole copy"): the RAM
+  // tier says which blocks it holds. A stored copy of a block RAM holds is redundant: room is made by
+  // dropping redundant copies first; dropping one does not take the chains stored under it (lookups
+  // reach them through RAM, and RAM writes the block again before it lets it go); and a write of a
+  // block RAM holds (write-behind, a clean-stop flush before clear_resident) only displaces redundant
+  // copies: when the quota holds nothing but sole copies it is refused, so a quota smaller than the
+  // working set is not churned by second copies of what RAM already has.
+  virtual void set_resident(const BlockKey& key, BlockKind kind, bool resident) {
+    (void)key, (void)kind, (void)resident;
+  }
+  // The RAM tier is going away (clean stop): nothing is resident any more.
+  virtual void clear_resident() {}
 
   // Whether a record of that key and kind is present (index only, no I/O).
   virtual bool contains(const BlockKey& key, BlockKind kind) const = 0;

@@ -29,6 +29,7 @@ PrefixCache::PrefixCache(KvPagePool& pool, PrefixCacheOptions options)
 
 PrefixCache::~PrefixCache() {
   for (auto& [key, e] : index_) pool_.release_page(e.page);
+  if (options_.disk != nullptr) options_.disk->clear_resident();
 }
 
 bool PrefixCache::same_tokens(const Entry& e, std::span<const int32_t> block) {
@@ -62,6 +63,7 @@ PrefixCache::Entry& PrefixCache::insert(const BlockKey& key, const BlockKey& par
   e.last_use = ++clock_;
   std::copy(block.begin(), block.end(), e.tokens.begin());
   ++stats_.kv_pages;
+  if (options_.disk != nullptr) options_.disk->set_resident(key, BlockKind::kKvPage, true);
   return e;
 }
 
@@ -69,6 +71,8 @@ void PrefixCache::drop_entry(Index::iterator it) {
   const BlockKey key = it->first;
   Entry& e = it->second;
   SPLASH_CHECK(e.children.empty());
+  // From here the disk copy (if any) is the only one: it is no longer redundant.
+  if (options_.disk != nullptr) options_.disk->set_resident(key, BlockKind::kKvPage, false);
   if (options_.disk != nullptr && !options_.disk->contains(key, BlockKind::kKvPage)) {
     const BlockInfo info{key, e.parent, BlockKind::kKvPage, e.depth * kKvPageTokens};
     const bool ok = options_.disk->put(info, e.tokens,
@@ -187,7 +191,6 @@ PrefixMatch PrefixCache::lookup(std::span<const int32_t> tokens, int64_t limit) 
       break;
     }
     it->second.last_use = ++clock_;
-    refresh_on_disk(key, it->second);
     pool_.retain_page(it->second.page);
     m.kv.pages.push_back(it->second.page);
     m.kv.n_tokens += kKvPageTokens;
@@ -271,7 +274,6 @@ void PrefixCache::publish(std::span<const int32_t> tokens, const KvPageTable& ta
         it->second.page = page;
         ++stats_.kv_page_swaps;
       }
-      refresh_on_disk(key, it->second);
       continue;
     }
     const int32_t page = table.pages[static_cast<size_t>(i)];
@@ -309,6 +311,7 @@ void PrefixCache::publish_checkpoint(std::span<const int32_t> tokens, int64_t n_
   auto [it, added] = checkpoints_.try_emplace(key);
   Checkpoint& c = it->second;
   if (added) {
+    if (options_.disk != nullptr) options_.disk->set_resident(key, BlockKind::kState, true);
     c.state.assign(state.begin(), state.end());
     c.rolling = rolling;
     stats_.checkpoint_bytes += static_cast<int64_t>(c.state.size() * sizeof(float));
@@ -329,6 +332,7 @@ void PrefixCache::drop_checkpoint(const BlockKey& key, bool to_disk) {
   auto it = checkpoints_.find(key);
   if (it == checkpoints_.end()) return;
   const std::vector<float>& s = it->second.state;
+  if (options_.disk != nullptr) options_.disk->set_resident(key, BlockKind::kState, false);
   if (to_disk && options_.disk != nullptr && !options_.disk->contains(key, BlockKind::kState)) {
     auto e = index_.find(key);
     if (e != index_.end()) {
@@ -361,7 +365,6 @@ int64_t PrefixCache::find_checkpoint(const std::vector<BlockKey>& keys, int64_t 
     if (auto it = checkpoints_.find(key); it != checkpoints_.end()) {
       it->second.last_use = ++clock_;
       out = it->second.state;
-      refresh_state_on_disk(key, out);
       return d;
     }
     if (options_.disk != nullptr && options_.disk->contains(key, BlockKind::kState)) {
@@ -371,7 +374,6 @@ int64_t PrefixCache::find_checkpoint(const std::vector<BlockKey>& keys, int64_t 
         out.resize(static_cast<size_t>(options_.recurrent_floats));
         std::memcpy(out.data(), bytes->data(), bytes->size());
         ++stats_.disk_hits;
-        refresh_state_on_disk(key, out);
         return d;
       }
     }

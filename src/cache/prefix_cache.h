@@ -20,9 +20,11 @@
 // declare no group and matches end wherever the KV does.
 //
 // Disk tier: with a BlockStore, an evicted page (and checkpoint) is handed to it before it is dropped,
-// and a block missing from the index is asked from it before the match stops. A block the store
-// already holds is refreshed (BlockStore::refresh) whenever it is hit, published again or evicted
-// again, so the store's oldest records are the ones nobody uses.
+// and a block missing from the index is asked from it before the match stops. The store is told
+// which blocks the index holds (BlockStore::set_resident): its copies of them are redundant, the
+// first to go when its quota needs room, and writes of them (write-behind) yield to sole copies. A
+// block the store already holds is refreshed (BlockStore::refresh) when the index drops it again, so
+// a prefix read back for every conversation keeps a recent disk copy and the chains under it.
 //
 // Thread-safety: none; the engine thread owns the cache and the pool. The pool must outlive the cache.
 #pragma once
@@ -85,7 +87,7 @@ struct PrefixCacheStats {
   int64_t disk_hits = 0;           // pages and states read back
   int64_t disk_offloads = 0;       // puts accepted
   int64_t offload_failures = 0;    // puts refused (queue full, quota, disabled)
-  int64_t disk_refreshes = 0;      // fresh copies of old disk records of blocks still in use
+  int64_t disk_refreshes = 0;      // fresh copies of old disk records of blocks dropped again
   // write-behind (restore points)
   int64_t write_behind_waiting = 0;     // points noted, not yet written (or still being written)
   int64_t write_behind_durable = 0;     // points whose blocks (and state) the store has written
@@ -212,8 +214,9 @@ class PrefixCache {
   Entry& insert(const BlockKey& key, const BlockKey& parent, int64_t depth, int32_t page,
                 std::span<const int32_t> block);
   void drop_entry(Index::iterator it);
-  // The block (its page; a checkpoint's state) is in use again: the disk tier rewrites its record when
-  // the one it holds is old, so a hot prefix keeps its disk copy and the chains stored under it.
+  // The index drops a block (its page; a checkpoint's state) the disk tier holds: the store rewrites
+  // its record when the one it holds is old, so a prefix that keeps coming back keeps its disk copy
+  // and the chains stored under it.
   void refresh_on_disk(const BlockKey& key, const Entry& e);
   void refresh_state_on_disk(const BlockKey& key, std::span<const float> state);
   void drop_checkpoint(const BlockKey& key, bool to_disk);

@@ -52,17 +52,16 @@ bool PrefixCache::offer_point(const BlockKey& key, RestorePoint& p, int64_t& bud
     const Entry& e = index_.at(k);
     const BlockInfo info{k, e.parent, BlockKind::kKvPage, e.depth * kKvPageTokens};
     const std::span<const uint8_t> bytes(pool_.page_data(e.page), static_cast<size_t>(page_bytes));
-    if (!disk.contains(k, BlockKind::kKvPage)) {
-      if (!disk.put(info, e.tokens, bytes)) {
-        if (backlog > 0) return false;  // the queue is full of other blocks: later
-        p.refused = true;               // disabled, or too large: this point never gets whole
-        return true;
-      }
+    // Absent, or stored long ago (the store rewrites old copies): queued. A copy of a block RAM holds
+    // yields when the quota holds only sole copies, and pauses above the store's hourly write limit.
+    const uint64_t queued = disk.queued_puts();
+    if (!disk.put(info, e.tokens, bytes)) {
+      if (backlog > 0) return false;  // the queue is full of other blocks: later
+      p.refused = true;               // disabled, too large, yielded: this point does not get whole now
+      return true;
+    }
+    if (disk.queued_puts() != queued) {
       ++stats_.write_behind_blocks;
-      budget -= page_bytes;
-    } else if (disk.refresh(info, e.tokens, bytes)) {
-      ++stats_.write_behind_blocks;
-      ++stats_.disk_refreshes;
       budget -= page_bytes;
     }
     p.offered = i + 1;
@@ -74,11 +73,8 @@ bool PrefixCache::offer_point(const BlockKey& key, RestorePoint& p, int64_t& bud
       const std::vector<float>& s = c->second.state;
       const BlockInfo info{key, e->second.parent, BlockKind::kState, e->second.depth * kKvPageTokens};
       const std::span<const uint8_t> bytes(reinterpret_cast<const uint8_t*>(s.data()), s.size() * sizeof(float));
-      if (!disk.contains(key, BlockKind::kState)) {
-        if (disk.put(info, e->second.tokens, bytes)) ++stats_.write_behind_blocks;
-      } else if (disk.refresh(info, e->second.tokens, bytes)) {
-        ++stats_.write_behind_blocks;
-      }
+      const uint64_t queued = disk.queued_puts();
+      if (disk.put(info, e->second.tokens, bytes) && disk.queued_puts() != queued) ++stats_.write_behind_blocks;
     }
     p.state_offered = true;
   }
@@ -138,6 +134,9 @@ PrefixCache::Clock::time_point PrefixCache::write_behind(Clock::time_point now) 
 int64_t PrefixCache::flush_to_disk(Clock::time_point deadline, int64_t max_records) {
   if (options_.disk == nullptr) return 0;
   BlockStore& disk = *options_.disk;
+  // RAM is going away: its blocks' disk copies are no longer second copies, and what it writes now
+  // may displace old sole copies like any eviction would.
+  disk.clear_resident();
   // Conversations, newest first: the leaves of the prefix tree by their last use.
   std::vector<std::pair<uint64_t, BlockKey>> leaves;
   for (const auto& [key, e] : index_)
@@ -145,20 +144,16 @@ int64_t PrefixCache::flush_to_disk(Clock::time_point deadline, int64_t max_recor
   std::sort(leaves.begin(), leaves.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
   int64_t queued = 0, step = 0;
   bool refused = false;
-  // One record: absent -> put (the bounded queue full: wait for the writer, once); stored -> refresh.
+  // One record: absent or stored long ago -> queued (the bounded queue full: wait for the writer, once).
   auto offer = [&](const BlockInfo& info, std::span<const int32_t> tokens, std::span<const uint8_t> bytes) {
-    bool ok = false;
-    if (!disk.contains(info.key, info.kind)) {
+    const uint64_t before = disk.queued_puts();
+    bool ok = disk.put(info, tokens, bytes);
+    if (!ok) {
+      disk.flush();
       ok = disk.put(info, tokens, bytes);
-      if (!ok) {
-        disk.flush();
-        ok = disk.put(info, tokens, bytes);
-      }
-      refused = !ok;  // disabled or too large: nothing more is worth trying
-    } else {
-      ok = disk.refresh(info, tokens, bytes);
     }
-    if (!ok) return;
+    refused = !ok;  // disabled or too large: nothing more is worth trying
+    if (!ok || disk.queued_puts() == before) return;
     ++queued;
     step += static_cast<int64_t>(bytes.size());
     if (step >= options_.write_behind_step_bytes) {

@@ -85,6 +85,53 @@ bool DiskBlockStore::refresh(const BlockInfo& info, std::span<const int32_t> tok
   return enqueue(info, tokens, payload, /*refresh_only=*/true) == Enqueue::kQueued;
 }
 
+void DiskBlockStore::set_resident(const BlockKey& key, BlockKind kind, bool resident) {
+  const IndexKey id{key, kind};
+  std::lock_guard lock(mu_);
+  if (resident) resident_.insert(id);
+  else resident_.erase(id);
+  if (auto it = index_.find(id); it != index_.end()) set_redundant_locked(it->second, ring_.at(it->second), resident);
+}
+
+void DiskBlockStore::clear_resident() {
+  std::lock_guard lock(mu_);
+  for (const IndexKey& id : resident_)
+    if (auto it = index_.find(id); it != index_.end()) set_redundant_locked(it->second, ring_.at(it->second), false);
+  resident_.clear();
+}
+
+bool DiskBlockStore::redundant_locked(uint64_t offset, const Entry& e) const {
+  auto ix = index_.find(e.id);
+  return ix == index_.end() || ix->second != offset || resident_.count(e.id) != 0;
+}
+
+void DiskBlockStore::set_redundant_locked(uint64_t offset, const Entry& e, bool redundant) {
+  if (redundant) {
+    if (redundant_.insert(offset).second) redundant_bytes_ += e.bytes;
+  } else if (redundant_.erase(offset) != 0) {
+    redundant_bytes_ -= e.bytes;
+  }
+}
+
+int64_t DiskBlockStore::minute_now() const {
+  return std::chrono::duration_cast<std::chrono::minutes>(std::chrono::steady_clock::now() - started_).count();
+}
+
+void DiskBlockStore::note_written_locked(int64_t bytes) {
+  const int64_t minute = minute_now();
+  while (!written_minutes_.empty() && written_minutes_.front().first <= minute - 60) written_minutes_.pop_front();
+  if (!written_minutes_.empty() && written_minutes_.back().first == minute) written_minutes_.back().second += bytes;
+  else written_minutes_.emplace_back(minute, bytes);
+}
+
+int64_t DiskBlockStore::written_last_hour_locked() const {
+  const int64_t minute = minute_now();
+  int64_t sum = 0;
+  for (const auto& [m, b] : written_minutes_)
+    if (m > minute - 60) sum += b;
+  return sum;
+}
+
 DiskBlockStore::Enqueue DiskBlockStore::enqueue(const BlockInfo& info, std::span<const int32_t> tokens,
                                                 std::span<const uint8_t> payload, bool refresh_only) {
   const IndexKey id{info.key, info.kind};
@@ -101,6 +148,18 @@ DiskBlockStore::Enqueue DiskBlockStore::enqueue(const BlockInfo& info, std::span
     if (!needs_write_locked(id)) {
       if (!refresh_only) ++stats_.unneeded;
       return Enqueue::kUnneeded;
+    }
+    if (resident_.count(id) != 0) {
+      // A copy of a block RAM holds: cheap early answers (placement decides exactly).
+      if (written_last_hour_locked() > options_.copy_limit_per_hour) {
+        ++stats_.copies_paused;
+        return Enqueue::kRefused;
+      }
+      if (static_cast<uint64_t>(stats_.bytes_used) + bytes > static_cast<uint64_t>(options_.quota_bytes) &&
+          redundant_bytes_ < bytes) {
+        ++stats_.copies_yielded;
+        return Enqueue::kRefused;
+      }
     }
     return std::nullopt;
   };
@@ -223,6 +282,9 @@ BlockStoreStats DiskBlockStore::stats() const {
   std::lock_guard lock(mu_);
   BlockStoreStats s = stats_;
   s.pending_records = static_cast<int64_t>(pending_.size());
+  s.redundant_records = static_cast<int64_t>(redundant_.size());
+  s.redundant_bytes = static_cast<int64_t>(redundant_bytes_);
+  s.written_last_hour = written_last_hour_locked();
   s.file_bytes = disk::file_allocated_bytes(fd_.get());
   return s;
 }
@@ -299,8 +361,9 @@ void DiskBlockStore::write_batch(std::vector<std::shared_ptr<Pending>>& batch) {
       const IndexKey id{p->info.key, p->info.kind};
       uint64_t offset = 0;
       const uint64_t seq = next_seq_++;
+      const int64_t yields = stats_.copies_yielded + stats_.copies_paused;
       if (disabled_ || !place_locked(p->info, seq, p->bytes, offset, freed)) {
-        ++stats_.writes_dropped;
+        if (stats_.copies_yielded + stats_.copies_paused == yields) ++stats_.writes_dropped;
         pending_.erase(id);
         continue;
       }
@@ -347,6 +410,7 @@ void DiskBlockStore::write_batch(std::vector<std::shared_ptr<Pending>>& batch) {
     if (st.ok()) {
       ++stats_.records_written;
       stats_.bytes_written += static_cast<int64_t>(pl.p->bytes);
+      note_written_locked(static_cast<int64_t>(pl.p->bytes));
     }
   }
   if (!st.ok()) {
@@ -359,10 +423,59 @@ void DiskBlockStore::write_batch(std::vector<std::shared_ptr<Pending>>& batch) {
   }
 }
 
+bool DiskBlockStore::copy_fits_locked(uint64_t bytes) const {
+  // The records in the way (from the head to the ring's end when the record does not fit before
+  // it, then from the start) must all be redundant and written; they free what they hold.
+  uint64_t in_way = 0;
+  auto way_ok = [&](uint64_t from, uint64_t to) {
+    auto it = ring_.lower_bound(from);
+    if (it != ring_.begin() && std::prev(it)->first + std::prev(it)->second.bytes > from) it = std::prev(it);
+    for (; it != ring_.end() && it->first < to; ++it) {
+      if (!it->second.durable || !redundant_locked(it->first, it->second)) return false;
+      in_way += it->second.bytes;
+    }
+    return true;
+  };
+  uint64_t head = head_;
+  std::vector<std::pair<uint64_t, uint64_t>> way;
+  if (head + bytes > ring_bytes_) {
+    if (!way_ok(head, ring_bytes_)) return false;
+    way.emplace_back(head, ring_bytes_);
+    head = 0;
+  }
+  if (!way_ok(head, head + bytes)) return false;
+  way.emplace_back(head, head + bytes);
+  const uint64_t quota = static_cast<uint64_t>(options_.quota_bytes);
+  const uint64_t used = static_cast<uint64_t>(stats_.bytes_used) - in_way;
+  if (used + bytes <= quota) return true;
+  // The quota: written redundant records elsewhere must free the rest.
+  const uint64_t need = used + bytes - quota;
+  uint64_t avail = 0;
+  for (uint64_t off : redundant_) {
+    const bool ahead = std::any_of(way.begin(), way.end(), [&](const auto& w) { return off >= w.first && off < w.second; });
+    const Entry& e = ring_.at(off);
+    if (ahead || !e.durable) continue;
+    avail += e.bytes;
+    if (avail >= need) return true;
+  }
+  return false;
+}
+
 bool DiskBlockStore::place_locked(const BlockInfo& info, uint64_t seq, uint64_t bytes, uint64_t& offset,
                                   std::vector<std::pair<uint64_t, uint64_t>>& freed) {
   const uint64_t quota = static_cast<uint64_t>(options_.quota_bytes);
   if (bytes > quota || bytes > ring_bytes_) return false;
+  if (resident_.count(IndexKey{info.key, info.kind}) != 0) {
+    // A second copy of what RAM holds: never at the price of a sole copy, and not above the hourly limit.
+    if (written_last_hour_locked() > options_.copy_limit_per_hour) {
+      ++stats_.copies_paused;
+      return false;
+    }
+    if (!copy_fits_locked(bytes)) {
+      ++stats_.copies_yielded;
+      return false;
+    }
+  }
   // Evictions may cascade along chains, so every step looks the ring up again.
   if (head_ + bytes > ring_bytes_) {
     // The ring's end is too short: the records there are the oldest, and go.
@@ -376,12 +489,24 @@ bool DiskBlockStore::place_locked(const BlockInfo& info, uint64_t seq, uint64_t 
   }
   for (auto it = ring_.lower_bound(head_); it != ring_.end() && it->first < head_ + bytes; it = ring_.lower_bound(head_))
     evict_locked(it->first, freed);
-  // The quota: the oldest records go first, those after the head, then those from the ring's start.
+  // The quota (spec 5.4): the oldest redundant record first (written ones: the current batch's are
+  // not), then the oldest of all: those after the head, then those from the ring's start.
   while (static_cast<uint64_t>(stats_.bytes_used) + bytes > quota) {
-    auto victim = ring_.lower_bound(head_ + bytes);
-    if (victim == ring_.end()) victim = ring_.begin();
-    SPLASH_CHECK(victim != ring_.end());
-    evict_locked(victim->first, freed);
+    std::optional<uint64_t> victim;
+    auto pick = [&](std::set<uint64_t>::const_iterator it, std::set<uint64_t>::const_iterator end) {
+      for (; it != end && !victim; ++it)
+        if (ring_.at(*it).durable) victim = *it;
+    };
+    const auto from = redundant_.lower_bound(head_ + bytes);
+    pick(from, redundant_.cend());
+    pick(redundant_.cbegin(), from);
+    if (!victim) {
+      auto it = ring_.lower_bound(head_ + bytes);
+      if (it == ring_.end()) it = ring_.begin();
+      SPLASH_CHECK(it != ring_.end());
+      victim = it->first;
+    }
+    evict_locked(*victim, freed);
   }
   offset = head_;
   insert_locked(offset, Entry{IndexKey{info.key, info.kind}, info.parent, seq, bytes, false});
@@ -391,7 +516,13 @@ bool DiskBlockStore::place_locked(const BlockInfo& info, uint64_t seq, uint64_t 
 
 void DiskBlockStore::insert_locked(uint64_t offset, const Entry& e) {
   ring_.emplace(offset, e);
-  index_[e.id] = offset;
+  auto [ix, added] = index_.try_emplace(e.id, offset);
+  if (!added) {
+    // A fresher copy: the old one is garbage now, the first to go.
+    set_redundant_locked(ix->second, ring_.at(ix->second), true);
+    ix->second = offset;
+  }
+  if (resident_.count(e.id) != 0) set_redundant_locked(offset, e, true);
   if (e.id.kind == BlockKind::kKvPage) children_[e.parent].insert(e.id.key);
   (e.id.kind == BlockKind::kKvPage ? stats_.kv_records : stats_.state_records) += 1;
   ++stats_.records;
@@ -417,6 +548,7 @@ void DiskBlockStore::evict_locked(uint64_t offset, std::vector<std::pair<uint64_
     first = false;
     const uint64_t off = it->first;
     freed.emplace_back(off, e.bytes);
+    set_redundant_locked(off, e, false);
     ring_.erase(it);
     auto ix = index_.find(e.id);
     if (ix == index_.end() || ix->second != off) continue;  // an older copy: nothing hangs off it
@@ -426,6 +558,9 @@ void DiskBlockStore::evict_locked(uint64_t offset, std::vector<std::pair<uint64_
       sib->second.erase(e.id.key);
       if (sib->second.empty()) children_.erase(sib);
     }
+    // RAM holds the block: lookups reach what is stored under it through RAM, and RAM writes the
+    // block again when it lets it go (or write-behind / the clean stop does): the chain stays.
+    if (resident_.count(e.id) != 0) continue;
     auto queue_child = [&](const IndexKey& id) {
       auto c = index_.find(id);
       if (c != index_.end() && ring_.at(c->second).durable) todo.push_back(c->second);

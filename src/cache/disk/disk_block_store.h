@@ -10,7 +10,15 @@
 // takes the records hanging off it (descendants, states), which no lookup from the root could
 // reach any more. A put() or refresh() of a block stored more than half a quota of writes ago
 // writes a fresh copy at the head (the old copy then leaves alone, nothing hangs off it), so
-// prefixes the RAM tier keeps using (shared system prompts) stay, and the chains under them.
+// prefixes the RAM tier keeps dropping and reading back (shared system prompts) stay, and the
+// chains under them.
+//
+// Residency (BlockStore::set_resident): records of blocks the RAM tier holds, and old copies a
+// fresher one superseded, are redundant. The quota takes the oldest redundant record first, then the
+// oldest; a redundant record leaves without the chain under it (RAM reaches it). A write of a block
+// RAM holds (a copy) may only displace redundant records, in the ring's way or for the quota: when
+// it would have to take a sole copy it is refused (`copies_yielded`), and copies pause while more
+// than copy_limit_per_hour bytes were written in the last hour (spec 5.6: 128 GiB).
 //
 // Threads: put() copies the block into a bounded queue and returns (false when the queue is full
 // or the store is disabled); one writer thread drains the queue in batches (one pwrite per run of
@@ -33,6 +41,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -53,6 +62,7 @@ struct DiskStoreOptions {
   std::string dir;
   int64_t queue_bytes = 0;            // queued bytes before put() refuses; 0: quota/4 in [8, 64] MiB
   std::chrono::milliseconds lock_wait{0};  // persistent: wait for another owner this long
+  int64_t copy_limit_per_hour = int64_t{128} << 30;  // copies pause above this many bytes written/hour
 };
 
 class DiskBlockStore final : public BlockStore {
@@ -66,6 +76,8 @@ class DiskBlockStore final : public BlockStore {
 
   bool put(const BlockInfo& info, std::span<const int32_t> tokens, std::span<const uint8_t> payload) override;
   bool refresh(const BlockInfo& info, std::span<const int32_t> tokens, std::span<const uint8_t> payload) override;
+  void set_resident(const BlockKey& key, BlockKind kind, bool resident) override;
+  void clear_resident() override;
   bool contains(const BlockKey& key, BlockKind kind) const override;
   Result<std::vector<uint8_t>> get(const BlockKey& key, BlockKind kind, std::span<const int32_t> tokens) override;
   // Waits until every queued block is written to the file (the page cache: it survives the process,
@@ -112,9 +124,19 @@ class DiskBlockStore final : public BlockStore {
   Status rescan();
   void writer_loop();
   void write_batch(std::vector<std::shared_ptr<Pending>>& batch);
-  // Under mu_: places a record of `bytes` at the head (evicting for room); false when it cannot fit.
+  // Under mu_: places a record of `bytes` at the head (evicting for room); false when it cannot fit,
+  // or when it is a copy of a resident block and would have to evict a sole copy (or copies pause).
   bool place_locked(const BlockInfo& info, uint64_t seq, uint64_t bytes, uint64_t& offset,
                     std::vector<std::pair<uint64_t, uint64_t>>& freed);
+  // Under mu_: whether a copy of `bytes` can be placed at the head by evicting redundant records only.
+  bool copy_fits_locked(uint64_t bytes) const;
+  // Under mu_: the record at `offset` is redundant (RAM holds its block, or a newer copy exists).
+  bool redundant_locked(uint64_t offset, const Entry& e) const;
+  void set_redundant_locked(uint64_t offset, const Entry& e, bool redundant);
+  // Under mu_: bytes written in the last hour (minute buckets); note_written_locked adds some now.
+  int64_t written_last_hour_locked() const;
+  void note_written_locked(int64_t bytes);
+  int64_t minute_now() const;
   // Under mu_: removes the record at `offset` and, when it was the indexed copy, every record that
   // only it made reachable (its descendants and their states): a chain without its start is never
   // hit. `bad`: dropped because it failed verification (not an eviction).
@@ -145,6 +167,11 @@ class DiskBlockStore final : public BlockStore {
   std::deque<std::shared_ptr<Pending>> queue_;
   std::unordered_map<IndexKey, std::shared_ptr<Pending>, IndexKeyHash> pending_;  // queued or being written
   std::vector<std::pair<uint64_t, uint64_t>> to_punch_;  // corrupt records found by get()
+  std::unordered_set<IndexKey, IndexKeyHash> resident_;  // blocks the RAM tier holds (set_resident)
+  std::set<uint64_t> redundant_;  // offsets of redundant records: the quota's first victims
+  uint64_t redundant_bytes_ = 0;
+  std::deque<std::pair<int64_t, int64_t>> written_minutes_;  // (minute since start, bytes written)
+  std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
   uint64_t queued_bytes_ = 0;
   uint64_t head_ = 0, next_seq_ = 1;
   uint64_t queued_puts_ = 0, finished_puts_ = 0;  // queue_ entries pushed / taken and finished

@@ -60,6 +60,12 @@ nlohmann::json disk_json(const std::optional<BlockStoreStats>& d, const PrefixCa
       {"kv_copies", z.records},
       {"evictions", z.evictions},
       {"read_failures", z.read_failures},
+      // Residency (spec 5.4): copies of blocks RAM also holds go first; writes of such blocks yield
+      // to sole copies and pause above the hourly write limit (spec 5.6: 128 GiB).
+      {"redundant_copies", z.redundant_records},
+      {"copies_yielded", z.copies_yielded},
+      {"copies_paused", z.copies_paused},
+      {"written_last_hour_bytes", z.written_last_hour},
       {"taken_back",
        {{"states", z.restored_states},
         {"kv_blocks", z.restored_kv_blocks},

@@ -265,5 +265,61 @@ TEST(PrefixCacheDisk, CleanStopFlushWritesTheNewestConversationsFirst) {
   EXPECT_EQ(store->stats().kv_records, 16);
 }
 
+// A quota smaller than the working set (spec 5.4, 5.6): write-behind writes second copies of what
+// RAM holds, so it may only displace redundant records. With the quota full of sole copies (blocks
+// RAM dropped), the newest restore point is not written and every sole copy stays readable; before,
+// it pushed out the oldest conversation's root and the whole conversation with it.
+TEST(PrefixCacheDisk, WriteBehindYieldsToSoleCopies) {
+  using Clock = PrefixCache::Clock;
+  using std::chrono::milliseconds;
+  TempDir dir;
+  KvPagePool pool = *KvPagePool::create(small_config(64));
+  const int64_t rec = static_cast<int64_t>(disk::record_bytes(T, static_cast<size_t>(pool.page_bytes())));
+  auto store = open_store(dir.path(), 16 * rec, /*persistent=*/true);
+  ASSERT_TRUE(store);
+  PrefixCacheOptions o;
+  o.namespace_description = kNamespace;
+  o.disk = store.get();
+  o.write_behind_delay = milliseconds(0);
+  o.write_behind_min_tokens = 2 * T;
+  PrefixCache cache(pool, o);
+  // Two conversations dropped from RAM fill the quota with sole copies.
+  const auto x = seq_tokens(12 * T + 3, 10000), z = seq_tokens(4 * T + 3, 20000);
+  for (const auto* tokens : {&x, &z}) {
+    KvPageTable t = prefill(pool, *tokens);
+    BlockChain chain;
+    cache.publish(*tokens, t, chain);
+    pool.release(t);
+    cache.evict(100);
+  }
+  store->flush();
+  ASSERT_EQ(store->stats().kv_records, 16);
+  // The conversation in RAM publishes its restore point; write-behind runs to the end.
+  const auto y = seq_tokens(6 * T + 3, 30000);
+  KvPageTable ty = prefill(pool, y);
+  BlockChain chain_y;
+  cache.publish(y, ty, chain_y);
+  Clock::time_point t = Clock::now();
+  cache.note_restore_point(chain_y, 6 * T, t);
+  for (int i = 0; i < 100 && cache.stats().write_behind_waiting > 0; ++i) {
+    cache.write_behind(t);
+    store->flush();
+    t += milliseconds(20);
+  }
+  EXPECT_EQ(cache.stats().write_behind_waiting, 0);
+  EXPECT_EQ(cache.stats().write_behind_durable, 0);
+  EXPECT_EQ(cache.stats().write_behind_refused, 1);
+  const BlockStoreStats st = store->stats();
+  EXPECT_GE(st.copies_yielded, 1);
+  EXPECT_EQ(st.evictions, 0);
+  for (const auto* tokens : {&x, &z}) {
+    PrefixMatch m = cache.lookup(*tokens, static_cast<int64_t>(tokens->size()));
+    EXPECT_EQ(m.n_tokens, static_cast<int64_t>(tokens->size()) / T * T) << "every sole copy stays";
+    EXPECT_EQ(m.disk_tokens, m.n_tokens);
+    pool.release(m.kv);
+  }
+  pool.release(ty);
+}
+
 }  // namespace
 }  // namespace splash

@@ -1,0 +1,122 @@
+// The SSD tier's residency policy (BlockStore::set_resident, spec 5.4 "full quota replaces oldest
+// redundant copy, then oldest sole copy"): copies of blocks RAM holds go first, leave without the
+// chains under them, and writes of such blocks yield to sole copies and pause above the hourly limit.
+#include <gtest/gtest.h>
+
+#include "cache/disk/record.h"
+#include "disk_test_util.h"
+
+namespace splash {
+namespace {
+
+using namespace disk_test;  // NOLINT
+
+constexpr int64_t kQuota = 1 << 20;
+constexpr size_t kPayload = 60000;  // 61,440-byte records: 17 fit in the quota
+
+void resident(BlockStore& s, const Block& b, bool r = true) { s.set_resident(b.info.key, b.info.kind, r); }
+
+// A quota full of sole copies: a copy of a block RAM holds is refused rather than push one out.
+// Once a stored record is redundant it is the one that makes room, not the oldest sole copy; and a
+// sole write takes a redundant record before the oldest.
+TEST(DiskResidency, CopiesYieldToSoleCopiesAndRedundantRecordsGoFirst) {
+  TempDir dir;
+  auto s = open_store(dir.path(), kQuota, false);
+  ASSERT_TRUE(s);
+  const auto sole = make_singles(17, kPayload);
+  for (const Block& b : sole) ASSERT_TRUE(put(*s, b));
+  s->flush();
+  ASSERT_EQ(s->stats().records, 17);
+  ASSERT_EQ(s->stats().evictions, 0);
+
+  const auto copies = make_singles(2, kPayload, 50000);
+  resident(*s, copies[0]);
+  EXPECT_FALSE(put(*s, copies[0])) << "only sole copies to displace: refused";
+  s->flush();
+  BlockStoreStats st = s->stats();
+  EXPECT_EQ(st.copies_yielded, 1);
+  EXPECT_EQ(st.evictions, 0);
+  EXPECT_EQ(st.records, 17);
+  EXPECT_EQ(st.writes_dropped, 0) << "a yield is not a failure";
+  for (const Block& b : sole) EXPECT_TRUE(s->contains(b.info.key, BlockKind::kKvPage));
+
+  // RAM now holds sole[5] too: its disk copy is redundant and makes room for the copy.
+  resident(*s, sole[5]);
+  EXPECT_EQ(s->stats().redundant_records, 1);
+  EXPECT_TRUE(put(*s, copies[0]));
+  s->flush();
+  st = s->stats();
+  EXPECT_EQ(st.evictions, 1);
+  EXPECT_FALSE(s->contains(sole[5].info.key, BlockKind::kKvPage)) << "the redundant record went";
+  EXPECT_TRUE(s->contains(sole[0].info.key, BlockKind::kKvPage)) << "not the oldest sole copy";
+  EXPECT_TRUE(get_ok(*s, copies[0]));
+  EXPECT_EQ(st.redundant_records, 1) << "the new copy is redundant itself (RAM holds it)";
+
+  // A sole write (a block RAM drops) takes the redundant copy before the oldest sole one.
+  EXPECT_TRUE(put(*s, copies[1]));
+  s->flush();
+  EXPECT_FALSE(s->contains(copies[0].info.key, BlockKind::kKvPage));
+  EXPECT_TRUE(s->contains(sole[0].info.key, BlockKind::kKvPage));
+  EXPECT_TRUE(get_ok(*s, copies[1]));
+  // With no redundant record left, the oldest goes (FIFO as without residency).
+  resident(*s, copies[0], false);
+  EXPECT_TRUE(put(*s, make_singles(1, kPayload, 60000)[0]));
+  s->flush();
+  EXPECT_FALSE(s->contains(sole[0].info.key, BlockKind::kKvPage));
+  EXPECT_TRUE(s->contains(sole[1].info.key, BlockKind::kKvPage));
+  EXPECT_LE(s->stats().bytes_used, kQuota);
+}
+
+// A redundant record leaves alone: the chain stored under it stays (lookups reach it through RAM).
+// The same prefix not resident takes its chain with it (EvictionTakesWholeChains...).
+TEST(DiskResidency, RedundantRecordLeavesWithoutTheChainUnderIt) {
+  TempDir dir;
+  auto s = open_store(dir.path(), kQuota, false);
+  ASSERT_TRUE(s);
+  const auto prefix = make_chain(2, kPayload);
+  const auto conv = make_chain(3, kPayload, prefix.back().info.key, 10000);
+  for (const Block& b : prefix) put(*s, b);
+  for (const Block& b : conv) put(*s, b);
+  s->flush();
+  for (const Block& b : prefix) resident(*s, b);
+  // 12 more sole records fill the quota exactly; 2 more need the room of the two redundant ones.
+  for (const Block& b : make_singles(14, kPayload, 500000)) ASSERT_TRUE(put(*s, b));
+  s->flush();
+  const BlockStoreStats st = s->stats();
+  EXPECT_EQ(st.evictions, 2);
+  for (const Block& b : prefix) EXPECT_FALSE(s->contains(b.info.key, BlockKind::kKvPage));
+  for (const Block& b : conv) EXPECT_TRUE(get_ok(*s, b)) << "the chain under a redundant prefix stays";
+  EXPECT_EQ(st.records, 17);
+}
+
+// Copies pause while more than copy_limit_per_hour bytes were written in the last hour; blocks RAM
+// drops (sole copies) are still written.
+TEST(DiskResidency, CopiesPauseAboveTheHourlyWriteLimit) {
+  TempDir dir;
+  DiskStoreOptions o;
+  o.quota_bytes = 8 * kQuota;
+  o.namespace_description = kNamespace;
+  o.dir = dir.path();
+  o.copy_limit_per_hour = static_cast<int64_t>(3 * disk::record_bytes(32, kPayload));
+  auto s = std::move(*DiskBlockStore::open(o));
+  const auto blocks = make_singles(6, kPayload);
+  resident(*s, blocks[0]);
+  EXPECT_TRUE(put(*s, blocks[0])) << "under the limit a copy is written";
+  for (int i = 1; i <= 3; ++i) put(*s, blocks[static_cast<size_t>(i)]);
+  s->flush();
+  BlockStoreStats st = s->stats();
+  EXPECT_EQ(st.records_written, 4);
+  EXPECT_EQ(st.written_last_hour, st.bytes_written);
+  resident(*s, blocks[4]);
+  EXPECT_FALSE(put(*s, blocks[4])) << "4 records written in the hour, the limit is 3";
+  EXPECT_TRUE(put(*s, blocks[5])) << "a sole copy is still written";
+  s->flush();
+  st = s->stats();
+  EXPECT_EQ(st.copies_paused, 1);
+  EXPECT_EQ(st.records_written, 5);
+  EXPECT_FALSE(s->contains(blocks[4].info.key, BlockKind::kKvPage));
+  EXPECT_TRUE(s->contains(blocks[5].info.key, BlockKind::kKvPage));
+}
+
+}  // namespace
+}  // namespace splash
