@@ -14,8 +14,12 @@ std::string expert_tensor_name(const std::string& stacked_name, uint64_t expert)
 }
 
 void plan_moe_mlp(const TestModelSpec& spec, uint32_t il, std::vector<TensorPlan>& out) {
+  plan_moe_mlp(spec, str_cat("model.layers.", il, "."), out);
+}
+
+void plan_moe_mlp(const TestModelSpec& spec, const std::string& layer_prefix, std::vector<TensorPlan>& out) {
   const uint64_t d = spec.n_embd, e = spec.n_expert, f = spec.n_ff_expert, fs = spec.n_ff_shared_expert;
-  const std::string p = str_cat("model.layers.", il, ".mlp.");
+  const std::string p = layer_prefix + "mlp.";
   auto inv_sqrt = [](uint64_t n) { return 1.0f / std::sqrt(static_cast<float>(n)); };
   auto add = [&](std::string name, std::vector<uint64_t> shape, float scale) -> TensorPlan& {
     TensorPlan& t = out.emplace_back();

@@ -49,7 +49,7 @@ TestModelSpec tiny_hybrid(const char* arch) {
 std::vector<std::string> test_model_preset_names() {
   return {"tiny-llama", "tiny-qwen2", "tiny-qwen3", "tiny-llama-k", "tiny-qwen3-k", "qwen3-0.6b", "qwen3-1.7b", "tiny-qwen3-moe", "qwen3-moe-bench",
           "tiny-qwen3-next", "tiny-qwen3-next-mtp", "tiny-qwen3-5", "hybrid-0.6b", "tiny-qwen3-next-moe",
-          "tiny-qwen3-5-moe", "qwen3-next-bench"};
+          "tiny-qwen3-next-moe-mtp", "tiny-qwen3-5-moe", "qwen3-next-bench"};
 }
 
 Result<TestModelSpec> test_model_preset(std::string_view name) {
@@ -87,6 +87,12 @@ Result<TestModelSpec> test_model_preset(std::string_view name) {
     s.hybrid_moe = true;
     s.n_ff_shared_expert = 64;
     if (next) s.mlp_only_layers = {1};  // a dense layer among sparse ones (Qwen3-Next's mlp_only_layers)
+    return s;
+  }
+  if (name == "tiny-qwen3-next-moe-mtp") {
+    TestModelSpec s = test_model_preset("tiny-qwen3-next-moe").value();
+    s.format = TestModelFormat::kSafetensors;
+    s.n_mtp_layers = 1;  // an MTP layer with the MoE block, as real Qwen3-Next checkpoints have
     return s;
   }
   if (name == "qwen3-next-bench") {

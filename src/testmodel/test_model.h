@@ -88,8 +88,9 @@ struct TestModelSpec {
   uint32_t mlx_linear_bits = 0;
   // Multi-token-prediction head (qwen3_next / qwen3_5; not MLX): n_mtp_layers > 0 writes mtp.fc,
   // mtp.pre_fc_norm_embedding / _hidden, mtp.norm and mtp.layers.0.* (a gated attention layer with
-  // a dense MLP) and config.json mtp_num_hidden_layers; in GGUF llama.cpp's layout: block_count
-  // + 1, <arch>.nextn_predict_layers, blk.<n_layer>.nextn.* (spec/mtp/mtp_model.h).
+  // a dense MLP, or the MoE block when moe()) and config.json mtp_num_hidden_layers; in GGUF
+  // llama.cpp's layout: block_count + 1, <arch>.nextn_predict_layers, blk.<n_layer>.nextn.* and
+  // the layer's blk.<n_layer>.* tensors (spec/mtp/mtp_model.h).
   uint32_t n_mtp_layers = 0;
 
   bool hybrid() const { return arch == "qwen3_next" || arch == "qwen3_5"; }
@@ -128,6 +129,8 @@ struct TestModelSpec {
 //   tiny-qwen3-next-moe, tiny-qwen3-5-moe   the hybrids' MoE variants: 8 experts of 64, top 2, a
 //                                           gated shared expert of 64 (next: layer 1 dense,
 //                                           mlp_only_layers; 3.5: every layer sparse)
+//   tiny-qwen3-next-moe-mtp                 tiny-qwen3-next-moe in safetensors with an MTP head
+//                                           whose layer has the MoE block
 //   qwen3-next-bench                        a Qwen3-Next-like hybrid MoE for the GDN prefill and
 //                                           MoE decode benchmarks (scripts/bench-hybrid): dim 1024,
 //                                           12 layers (9 GDN), 64 experts of 256, top 8, shared

@@ -152,7 +152,8 @@ static void plan_hybrid_layers(const TestModelSpec& spec, std::vector<TensorPlan
 }
 
 // The MTP head (Qwen3-Next names): fc over [embedding | hidden], three zero-centred norms and one
-// gated full-attention decoder layer with a dense MLP under mtp.layers.0. GGUF (llama.cpp's
+// gated full-attention decoder layer under mtp.layers.0, whose MLP is a dense SwiGLU or, for a MoE
+// spec, the MoE block of the model's layers (router, experts, shared expert). GGUF (llama.cpp's
 // layout): one more block after the model's layers, blk.<n_layer>.nextn.{eh_proj, enorm, hnorm,
 // shared_head_norm} and the layer's tensors under their usual blk.<n_layer>.* names.
 static void plan_mtp_head(const TestModelSpec& spec, std::vector<TensorPlan>& out) {
@@ -175,9 +176,13 @@ static void plan_mtp_head(const TestModelSpec& spec, std::vector<TensorPlan>& ou
   add(p + "self_attn.q_norm.weight", {spec.head_dim}, TensorKind::kNormZero, 0.1f);
   add(p + "self_attn.k_norm.weight", {spec.head_dim}, TensorKind::kNormZero, 0.1f);
   add(p + "post_attention_layernorm.weight", {d}, TensorKind::kNormZero, 0.1f);
-  add(p + "mlp.gate_proj.weight", {spec.n_ff, d}, TensorKind::kMatrix, inv_sqrt(d));
-  add(p + "mlp.up_proj.weight", {spec.n_ff, d}, TensorKind::kMatrix, inv_sqrt(d));
-  add(p + "mlp.down_proj.weight", {d, spec.n_ff}, TensorKind::kMatrix, inv_sqrt(spec.n_ff));
+  if (spec.moe()) {
+    plan_moe_mlp(spec, p, out);
+  } else {
+    add(p + "mlp.gate_proj.weight", {spec.n_ff, d}, TensorKind::kMatrix, inv_sqrt(d));
+    add(p + "mlp.up_proj.weight", {spec.n_ff, d}, TensorKind::kMatrix, inv_sqrt(d));
+    add(p + "mlp.down_proj.weight", {d, spec.n_ff}, TensorKind::kMatrix, inv_sqrt(spec.n_ff));
+  }
   add("mtp.norm.weight", {d}, TensorKind::kNormZero, 0.1f);
   const std::string blk = str_cat("blk.", spec.n_layer, ".");
   for (size_t i = first; i < out.size(); ++i) {

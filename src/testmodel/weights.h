@@ -59,6 +59,8 @@ struct TensorPlan {
 
 // The MoE feed-forward tensors of layer il (router, experts, shared expert), appended to `out`.
 void plan_moe_mlp(const TestModelSpec& spec, uint32_t il, std::vector<TensorPlan>& out);
+// The same under another layer prefix ("mtp.layers.0." for an MTP head's layer).
+void plan_moe_mlp(const TestModelSpec& spec, const std::string& layer_prefix, std::vector<TensorPlan>& out);
 // "model.layers.3.mlp.switch_mlp.up_proj.weight", 5 -> "model.layers.3.mlp.experts.5.up_proj.weight"
 std::string expert_tensor_name(const std::string& stacked_name, uint64_t expert);
 
