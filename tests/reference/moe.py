@@ -38,18 +38,24 @@ def load_gguf(m, g, arch):
     md = g.metadata
     m.moe_top_k = int(md.get(f"{arch}.expert_used_count", 0))
     m.moe_norm_topk = bool(md.get(f"{arch}.expert_weights_norm", True))
-    opt = lambda n: g.tensor(n) if n in g.tensors else None
     for il, L in enumerate(m.layers):
-        p = f"blk.{il}."
-        _empty(L)
-        if p + "ffn_gate_inp.weight" not in g.tensors:
-            continue
-        L.update(moe_router=g.tensor(p + "ffn_gate_inp.weight"), moe_gate=g.tensor(p + "ffn_gate_exps.weight"),
-                 moe_up=g.tensor(p + "ffn_up_exps.weight"), moe_down=g.tensor(p + "ffn_down_exps.weight"),
-                 moe_sh_gate=opt(p + "ffn_gate_shexp.weight"), moe_sh_up=opt(p + "ffn_up_shexp.weight"),
-                 moe_sh_down=opt(p + "ffn_down_shexp.weight"), moe_sh_inp=opt(p + "ffn_gate_inp_shexp.weight"))
-        if L["moe_sh_inp"] is not None:
-            L["moe_sh_inp"] = L["moe_sh_inp"].reshape(-1)
+        L.update(gguf_layer(g, f"blk.{il}."))
+
+
+def gguf_layer(g, p):
+    """The MoE keys of the GGUF block with prefix p ("blk.N."), all None when it has no router."""
+    L = {}
+    _empty(L)
+    if p + "ffn_gate_inp.weight" not in g.tensors:
+        return L
+    opt = lambda n: g.tensor(n) if n in g.tensors else None
+    L.update(moe_router=g.tensor(p + "ffn_gate_inp.weight"), moe_gate=g.tensor(p + "ffn_gate_exps.weight"),
+             moe_up=g.tensor(p + "ffn_up_exps.weight"), moe_down=g.tensor(p + "ffn_down_exps.weight"),
+             moe_sh_gate=opt(p + "ffn_gate_shexp.weight"), moe_sh_up=opt(p + "ffn_up_shexp.weight"),
+             moe_sh_down=opt(p + "ffn_down_shexp.weight"), moe_sh_inp=opt(p + "ffn_gate_inp_shexp.weight"))
+    if L["moe_sh_inp"] is not None:
+        L["moe_sh_inp"] = L["moe_sh_inp"].reshape(-1)
+    return L
 
 
 def sparse_layers(c, n_layers):
@@ -64,30 +70,35 @@ def load_hf(m, st, c):
     m.moe_top_k = int(c.get("num_experts_per_tok", 0))
     m.moe_norm_topk = bool(c.get("norm_topk_prob", True))
     n_exp = int(c.get("num_experts", 0))
-    opt = lambda n: st.tensor(n) if st.has(n) else None
     for il, (L, sparse) in enumerate(zip(m.layers, sparse_layers(c, m.n_layers))):
         _empty(L)
-        if not sparse:
-            continue
-        p = f"model.layers.{il}.mlp."
+        if sparse:
+            L.update(hf_layer(st, f"model.layers.{il}.", n_exp))
 
-        def experts(proj):
-            if st.has(p + f"switch_mlp.{proj}.weight"):
-                return st.tensor(p + f"switch_mlp.{proj}.weight")
-            if st.has(p + "experts.gate_up_proj"):
-                if proj == "down_proj":
-                    return st.tensor(p + "experts.down_proj")
-                gu = st.tensor(p + "experts.gate_up_proj")
-                f = gu.shape[1] // 2
-                return gu[:, :f] if proj == "gate_proj" else gu[:, f:]
-            return np.stack([st.tensor(p + f"experts.{e}.{proj}.weight") for e in range(n_exp)])
 
-        L.update(moe_router=st.tensor(p + "gate.weight"), moe_gate=experts("gate_proj"), moe_up=experts("up_proj"),
-                 moe_down=experts("down_proj"), moe_sh_gate=opt(p + "shared_expert.gate_proj.weight"),
-                 moe_sh_up=opt(p + "shared_expert.up_proj.weight"),
-                 moe_sh_down=opt(p + "shared_expert.down_proj.weight"), moe_sh_inp=opt(p + "shared_expert_gate.weight"))
-        if L["moe_sh_inp"] is not None:
-            L["moe_sh_inp"] = L["moe_sh_inp"].reshape(-1)
+def hf_layer(st, p, n_exp):
+    """The MoE keys of the sparse decoder layer with prefix p ("model.layers.N.", "mtp.layers.0.")."""
+    p += "mlp."
+    opt = lambda n: st.tensor(n) if st.has(n) else None
+
+    def experts(proj):
+        if st.has(p + f"switch_mlp.{proj}.weight"):
+            return st.tensor(p + f"switch_mlp.{proj}.weight")
+        if st.has(p + "experts.gate_up_proj"):
+            if proj == "down_proj":
+                return st.tensor(p + "experts.down_proj")
+            gu = st.tensor(p + "experts.gate_up_proj")
+            f = gu.shape[1] // 2
+            return gu[:, :f] if proj == "gate_proj" else gu[:, f:]
+        return np.stack([st.tensor(p + f"experts.{e}.{proj}.weight") for e in range(n_exp)])
+
+    L = dict(moe_router=st.tensor(p + "gate.weight"), moe_gate=experts("gate_proj"), moe_up=experts("up_proj"),
+             moe_down=experts("down_proj"), moe_sh_gate=opt(p + "shared_expert.gate_proj.weight"),
+             moe_sh_up=opt(p + "shared_expert.up_proj.weight"),
+             moe_sh_down=opt(p + "shared_expert.down_proj.weight"), moe_sh_inp=opt(p + "shared_expert_gate.weight"))
+    if L["moe_sh_inp"] is not None:
+        L["moe_sh_inp"] = L["moe_sh_inp"].reshape(-1)
+    return L
 
 
 def is_sparse(L):

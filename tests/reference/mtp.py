@@ -5,10 +5,13 @@ MTP modules of vLLM / SGLang describe the same computation):
 
 * Tensors: mtp.fc.weight [dim, 2 dim]; mtp.pre_fc_norm_embedding.weight, mtp.pre_fc_norm_hidden.weight,
   mtp.norm.weight (zero-centred RMSNorms: y = x / rms(x) * (1 + w)); mtp.layers.0.* a gated
-  full-attention decoder layer with a dense SwiGLU MLP, named like the model's own layers. The MTP
-  head uses the model's token table and output head. GGUF (llama.cpp's layout): block_count counts
-  one more block, blk.<n_layers>, holding nextn.eh_proj / enorm / hnorm / shared_head_norm and the
-  layer's tensors under their usual names (norms stored as 1 + w).
+  full-attention decoder layer named like the model's own layers. Its MLP is a dense SwiGLU, or in
+  the MoE models (Qwen3-Next, Qwen3.5-MoE: the MTP layer is built as one of the model's decoder
+  layers, sparse there) the sparse MoE block of moe.py (router mlp.gate, experts, shared expert with
+  shared_expert_gate): here, whenever the layer has a router. The MTP head uses the model's token
+  table and output head. GGUF (llama.cpp's layout): block_count counts one more block,
+  blk.<n_layers>, holding nextn.eh_proj / enorm / hnorm / shared_head_norm and the layer's tensors
+  under their usual names (norms stored as 1 + w; MoE: ffn_gate_inp, ffn_*_exps, ffn_*_shexp).
 * Row i (at the target's position i): e = norm_e(embed(x_{i+1})), h = norm_h(g_i) where g_i is
   the target's final hidden state of token x_i AFTER the target's final norm; x = fc([e | h]);
   x = layer(x) with the head's own K/V cache (causal, RoPE at i); g' = norm(x); logits = head(g')
@@ -16,7 +19,7 @@ MTP modules of vLLM / SGLang describe the same computation):
 * Drafting after n committed tokens: rows 0..n-2 give the first proposal (argmax of the last row);
   each further proposal feeds (previous proposal, previous g') as the row at the next position.
 
-CLI (used by tests/unit/spec/mtp_test.cpp):
+CLI (used by tests/unit/engine/spec_mtp_test.cpp):
   mtp.py --model DIR|FILE.gguf --tokens 1,2,3,... --n-draft K --out OUT.f32
 writes [K, n_vocab] float32 logits of the K drafting steps (raw, row-major) and prints the
 proposals as a comma-separated line.
@@ -32,6 +35,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import hybrid  # noqa: E402
 import model as ref_model  # noqa: E402
+import moe  # noqa: E402
 import readers  # noqa: E402
 
 
@@ -43,14 +47,20 @@ def load_mtp(path, m):
     one = lambda n: 1.0 + t(n)
     p = "mtp.layers.0."
     a = p + "self_attn."
-    return dict(
-        fc=t("mtp.fc.weight"), norm_e=one("mtp.pre_fc_norm_embedding.weight"),
-        norm_h=one("mtp.pre_fc_norm_hidden.weight"), norm=one("mtp.norm.weight"),
-        L=dict(attn_norm=one(p + "input_layernorm.weight"), ffn_norm=one(p + "post_attention_layernorm.weight"),
-               wq=t(a + "q_proj.weight"), wk=t(a + "k_proj.weight"), wv=t(a + "v_proj.weight"),
-               wo=t(a + "o_proj.weight"), q_norm=one(a + "q_norm.weight"), k_norm=one(a + "k_norm.weight"),
-               gate=t(p + "mlp.gate_proj.weight"), up=t(p + "mlp.up_proj.weight"),
-               down=t(p + "mlp.down_proj.weight")))
+    L = dict(attn_norm=one(p + "input_layernorm.weight"), ffn_norm=one(p + "post_attention_layernorm.weight"),
+             wq=t(a + "q_proj.weight"), wk=t(a + "k_proj.weight"), wv=t(a + "v_proj.weight"),
+             wo=t(a + "o_proj.weight"), q_norm=one(a + "q_norm.weight"), k_norm=one(a + "k_norm.weight"))
+    if st.has(p + "mlp.gate.weight"):
+        c = st.config.get("text_config", st.config)
+        L.update(_f64(moe.hf_layer(st, p, int(c["num_experts"]))))
+    else:
+        L.update(gate=t(p + "mlp.gate_proj.weight"), up=t(p + "mlp.up_proj.weight"), down=t(p + "mlp.down_proj.weight"))
+    return dict(fc=t("mtp.fc.weight"), norm_e=one("mtp.pre_fc_norm_embedding.weight"),
+                norm_h=one("mtp.pre_fc_norm_hidden.weight"), norm=one("mtp.norm.weight"), L=L)
+
+
+def _f64(d):
+    return {k: None if v is None else np.asarray(v, dtype=np.float64) for k, v in d.items()}
 
 
 def _load_mtp_gguf(m):
@@ -59,13 +69,15 @@ def _load_mtp_gguf(m):
     g = m.gguf
     t = lambda n: g.tensor(n).astype(np.float64)
     b = f"blk.{m.n_layers}."
-    return dict(
-        fc=t(b + "nextn.eh_proj.weight"), norm_e=t(b + "nextn.enorm.weight"), norm_h=t(b + "nextn.hnorm.weight"),
-        norm=t(b + "nextn.shared_head_norm.weight"),
-        L=dict(attn_norm=t(b + "attn_norm.weight"), ffn_norm=t(b + "post_attention_norm.weight"),
-               wq=t(b + "attn_q.weight"), wk=t(b + "attn_k.weight"), wv=t(b + "attn_v.weight"),
-               wo=t(b + "attn_output.weight"), q_norm=t(b + "attn_q_norm.weight"), k_norm=t(b + "attn_k_norm.weight"),
-               gate=t(b + "ffn_gate.weight"), up=t(b + "ffn_up.weight"), down=t(b + "ffn_down.weight")))
+    L = dict(attn_norm=t(b + "attn_norm.weight"), ffn_norm=t(b + "post_attention_norm.weight"),
+             wq=t(b + "attn_q.weight"), wk=t(b + "attn_k.weight"), wv=t(b + "attn_v.weight"),
+             wo=t(b + "attn_output.weight"), q_norm=t(b + "attn_q_norm.weight"), k_norm=t(b + "attn_k_norm.weight"))
+    if b + "ffn_gate_inp.weight" in g.tensors:
+        L.update(_f64(moe.gguf_layer(g, b)))
+    else:
+        L.update(gate=t(b + "ffn_gate.weight"), up=t(b + "ffn_up.weight"), down=t(b + "ffn_down.weight"))
+    return dict(fc=t(b + "nextn.eh_proj.weight"), norm_e=t(b + "nextn.enorm.weight"),
+                norm_h=t(b + "nextn.hnorm.weight"), norm=t(b + "nextn.shared_head_norm.weight"), L=L)
 
 
 class MtpCache:
@@ -85,7 +97,10 @@ def mtp_rows(m, mtp, cache, tokens, hidden, pos0):
     pos = np.arange(pos0, pos0 + T)
     x = x + hybrid._full_attention(m, L, 0, rms(x, L["attn_norm"], m.eps), pos, cache, lambda v: v)
     f = rms(x, L["ffn_norm"], m.eps)
-    x = x + hybrid._silu(f @ L["gate"].T) * (f @ L["up"].T) @ L["down"].T
+    if moe.is_sparse(L):
+        x = x + moe.ffn(L, f, m)
+    else:
+        x = x + hybrid._silu(f @ L["gate"].T) * (f @ L["up"].T) @ L["down"].T
     g = rms(x, mtp["norm"], m.eps)
     return g, g @ m.output.T
 
