@@ -7,6 +7,7 @@
 #include "model/architecture.h"
 #include "model/blocks/attention_block.h"
 #include "model/blocks/mlp_block.h"
+#include "model/blocks/moe_block.h"
 #include "model/model.h"
 
 namespace splash {
@@ -60,6 +61,13 @@ MtpTensorNames mtp_tensor_names(const ModelFiles& files, const ModelConfig& c) {
 uint64_t bytes_of(const PackedWeights& w) { return static_cast<uint64_t>(w.packed_bytes()); }
 uint64_t bytes_of(const Projection& p) { return bytes_of(p.w); }
 
+// The MTP layer's MLP is the sparse MoE block whenever the model has experts. The model's
+// per-layer flags (decoder_sparse_step, mlp_only_layers; GGUF: a block without ffn_gate_inp)
+// cover its own n_layer layers, not the MTP layer; published Qwen3-Next / Qwen3.5-MoE checkpoints
+// (step 1, no dense layers) ship an MTP router. (vLLM builds the layer with the index 0 parsed
+// from its name, so there layer 0's flag would decide: the same on those checkpoints.)
+bool mtp_layer_is_moe(const ModelConfig& c) { return c.n_expert > 0; }
+
 }  // namespace
 
 Result<std::unique_ptr<MtpModel>> MtpModel::load(const ModelFiles& files, const Model& target, IsaLevel isa) {
@@ -68,7 +76,6 @@ Result<std::unique_ptr<MtpModel>> MtpModel::load(const ModelFiles& files, const 
     return make_error(files.path(), ": MTP heads are supported for qwen3_next and qwen3_5, not ", c.architecture);
   if (c.n_mtp_layers == 0)
     return make_error(files.path(), ": the model has no MTP head (config mtp_num_hidden_layers / nextn_predict_layers is 0)");
-  if (c.n_expert > 0) return make_error(files.path(), ": mixture-of-experts MTP layers are not supported yet");
   const MtpTensorNames names = mtp_tensor_names(files, c);
   if (files.find(names.fc) == nullptr)
     return make_error(files.path(), ": config declares ", c.n_mtp_layers, " MTP layer(s) but tensor '", names.fc,
@@ -89,11 +96,27 @@ Result<std::unique_ptr<MtpModel>> MtpModel::load(const ModelFiles& files, const 
   fold_zero_centred_norm(loader, m->layer_.attn.norm);
   fold_zero_centred_norm(loader, m->layer_.attn.q_norm);
   fold_zero_centred_norm(loader, m->layer_.attn.k_norm);
-  SPLASH_TRY(m->layer_.mlp, load_swiglu_mlp(loader, names.layer));
-  fold_zero_centred_norm(loader, m->layer_.mlp.norm);
-  uint64_t bytes = bytes_of(m->fc_) + bytes_of(m->layer_.attn.o) + bytes_of(m->layer_.mlp.down);
+  uint64_t bytes = bytes_of(m->fc_) + bytes_of(m->layer_.attn.o);
   for (const Projection& p : m->layer_.attn.qkv) bytes += bytes_of(p);
-  for (const Projection& p : m->layer_.mlp.gate_up) bytes += bytes_of(p);
+  if (mtp_layer_is_moe(c)) {
+    SPLASH_TRY(m->layer_.moe, load_moe(loader, names.layer));
+    fold_zero_centred_norm(loader, m->layer_.moe->norm);
+    const MoeWeights& w = *m->layer_.moe;
+    // What one decode step reads: the router, n_expert_used experts (all the same size) and the
+    // shared expert with its gate, not the n_expert experts the file holds.
+    bytes += bytes_of(w.router) + static_cast<uint64_t>(w.shared_gate.size() * sizeof(float));
+    if (!w.gate.empty())
+      bytes += c.n_expert_used * (bytes_of(w.gate[0]) + bytes_of(w.up[0]) + bytes_of(w.down[0]));
+    if (w.shared.down.w.rows() > 0) {
+      bytes += bytes_of(w.shared.down);
+      for (const Projection& p : w.shared.gate_up) bytes += bytes_of(p);
+    }
+  } else {
+    SPLASH_TRY(m->layer_.mlp, load_swiglu_mlp(loader, names.layer));
+    fold_zero_centred_norm(loader, m->layer_.mlp.norm);
+    bytes += bytes_of(m->layer_.mlp.down);
+    for (const Projection& p : m->layer_.mlp.gate_up) bytes += bytes_of(p);
+  }
   m->weight_bytes_ = bytes;
   return m;
 }
@@ -139,9 +162,11 @@ Status MtpModel::step(MtpState& st, const int32_t* tokens, const float* hidden, 
   grow(ws.k, n * kv_dim);
   grow(ws.v, n * kv_dim);
   grow(ws.att, n * q_dim);
-  grow(ws.ff, n * 2 * int64_t{c.n_ff});
-  grow(ws.act, n * c.n_ff);
-  grow(ws.out, n * d);
+  grow(ws.out, n * d);  // the MLP's output, dense or MoE (moe_block grows ws.moe itself)
+  if (!layer_.moe) {
+    grow(ws.ff, n * 2 * int64_t{c.n_ff});
+    grow(ws.act, n * c.n_ff);
+  }
   st.pos.resize(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) st.pos[static_cast<size_t>(i)] = static_cast<int32_t>(pos0 + i);
   const RowRun run{&st.table, 0, n, pos0, nullptr};
@@ -159,7 +184,10 @@ Status MtpModel::step(MtpState& st, const int32_t* tokens, const float* hidden, 
   ctx.runs = {&run, 1};
   ctx.ws = &ws;
   attention_block(layer_.attn, ctx);
-  swiglu_mlp_block(layer_.mlp, ctx);
+  if (layer_.moe)
+    moe_block(*layer_.moe, ctx);
+  else
+    swiglu_mlp_block(layer_.mlp, ctx);
 
   rms_norm(st.x.data(), norm_.data(), c.rms_eps, out, n, d, isa_);
   if (logits != nullptr) matmul(tw.output_matrix(), out + (n - 1) * d, logits, 1, pool);

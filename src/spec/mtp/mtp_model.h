@@ -1,16 +1,20 @@
 // The multi-token-prediction (MTP) head of Qwen3-Next / Qwen3.5 checkpoints (docs/SPECULATIVE.md
 // "MTP head"), used as a drafter. Tensors (safetensors): mtp.fc [n_embd, 2 n_embd],
 // mtp.pre_fc_norm_embedding, mtp.pre_fc_norm_hidden, mtp.norm (zero-centred RMSNorms, 1 + w) and
-// mtp.layers.0.* (one gated full-attention decoder layer with a dense SwiGLU MLP, named as the
-// target's layers). GGUF (llama.cpp's layout): one more block after the model's layers,
-// blk.<n_layer>.nextn.{eh_proj, enorm, hnorm, shared_head_norm} and that block's layer tensors.
+// mtp.layers.0.* (one gated full-attention decoder layer named as the target's layers; its MLP is
+// a dense SwiGLU, or, when the model has experts (Qwen3-Next, Qwen3.5-MoE), the same sparse MoE
+// block as the target's layers: router mlp.gate, experts, shared expert + shared_expert_gate).
+// GGUF (llama.cpp's layout): one more block after the model's layers,
+// blk.<n_layer>.nextn.{eh_proj, enorm, hnorm, shared_head_norm} and that block's layer tensors
+// (MoE: ffn_gate_inp, ffn_{gate,up,down}_exps, ffn_*_shexp, ffn_gate_inp_shexp).
 // It has no embedding or head of its own: it uses the target's.
 //
 // One row i (position i, the target's position of token x_i):
 //   e = norm_e(embed(x_{i+1}))          the token that follows x_i
 //   h = norm_h(g_i)                     g_i: the target's final hidden state of x_i (after the
 //                                       target's final norm), or the MTP's own output when chained
-//   x = fc([e | h]); x = layer(x) (attention over the MTP's own K/V of rows 0..i, RoPE at i)
+//   x = fc([e | h]); x = layer(x)       attention over the MTP's own K/V of rows 0..i (RoPE at i),
+//                                       then the dense or MoE MLP
 //   g' = norm(x); logits = target_head(g')  -> x_{i+2}
 // Chaining feeds (argmax token, g') as the next row at position i + 1.
 //
@@ -61,6 +65,8 @@ class MtpModel {
 
   const Model& target() const { return *target_; }
   int64_t n_embd() const;
+  // Bytes of weights one step of one row reads: fc, the attention and the MLP; for a MoE MLP the
+  // router, n_expert_used experts and the shared expert (not every expert the file holds).
   uint64_t weight_bytes() const { return weight_bytes_; }
 
   // Applies the target's final norm to `n` rows of the target's last-layer output in place (what
@@ -80,7 +86,7 @@ class MtpModel {
   IsaLevel isa_ = IsaLevel::kAvx512;
   PackedWeights fc_;                                      // [n_embd, 2 n_embd]
   std::vector<float> norm_embed_, norm_hidden_, norm_;    // folded (1 + w)
-  LayerWeights layer_;                                    // attn + dense mlp
+  LayerWeights layer_;                                    // attn + dense mlp or moe
   uint64_t weight_bytes_ = 0;
 };
 

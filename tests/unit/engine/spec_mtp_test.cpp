@@ -1,5 +1,6 @@
 // The MTP head drafter (spec/mtp/) on tiny-qwen3-next-mtp (a hybrid with an MTP head, random
-// weights): the drafting logits against the independent numpy reference (tests/reference/mtp.py),
+// weights) and tiny-qwen3-next-moe-mtp (its MoE variant: the MTP layer's MLP is the MoE block):
+// the drafting logits against the independent numpy reference (tests/reference/mtp.py),
 // incrementally observed rows and a rollback included; greedy speculative decoding with it equal to
 // plain decoding token for token in generate() and in batched engine lanes (the target's recurrent
 // state rolled back after every rejected proposal); --spec mtp / auto picking or refusing it.
@@ -11,7 +12,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <tuple>
+#include <utility>
 
 #include "engine/generate.h"
 #include "gtest/gtest.h"
@@ -42,14 +43,17 @@ struct Cleanup {
 
 bool have_hybrid() { return find_architecture("qwen3_next") != nullptr; }
 
-std::string write_preset(const std::string& preset, uint64_t seed, bool gguf = false, const std::string& arch = "") {
+// fused: a plain safetensors MoE with transformers 5 / Qwen3.5-MoE fused experts (gate_up_proj).
+std::string write_preset(const std::string& preset, uint64_t seed, bool gguf = false, const std::string& arch = "",
+                         bool fused = false) {
   auto spec = test_model_preset(preset);
   EXPECT_TRUE(spec.ok()) << spec.error_message();
   spec->seed = seed;
   if (gguf) spec->format = TestModelFormat::kGguf;
   if (!arch.empty()) spec->arch = arch;
+  spec->hf_fused_experts = fused;
   const std::string path = temp_dir() + "/" + preset + "_" + spec->arch + "_" + std::to_string(seed) +
-                           (spec->format == TestModelFormat::kGguf ? ".gguf" : "");
+                           (fused ? "_fused" : "") + (spec->format == TestModelFormat::kGguf ? ".gguf" : "");
   if (!std::filesystem::exists(path)) {
     EXPECT_TRUE(write_test_model(*spec, path).ok());
   }
@@ -147,19 +151,32 @@ Status observe(Drafter& d, const std::vector<int32_t>& all, int64_t from_token, 
 
 constexpr float kLogitTol = 1e-4f;  // float32 kernels vs float64 numpy; measured ~1e-6
 
-// (arch, GGUF?): both hybrids name their MTP tensors alike.
-class MtpReference : public ::testing::TestWithParam<std::tuple<const char*, bool>> {};
+// Both hybrids name their MTP tensors alike; the MoE preset's MTP layer has the MoE block (GGUF
+// stacked ffn_*_exps, safetensors one tensor per expert or, Qwen3.5-MoE style, fused experts).
+struct MtpCase {
+  const char* preset;
+  const char* arch;
+  bool gguf;
+  bool fused;
+  const char* name;
+};
+void PrintTo(const MtpCase& c, std::ostream* os) { *os << c.name; }
+
+class MtpReference : public ::testing::TestWithParam<MtpCase> {};
 
 TEST_P(MtpReference, LogitsAndProposalsMatchNumpyReference) {
-  const std::string arch = std::get<0>(GetParam());
-  const bool gguf = std::get<1>(GetParam());
+  const MtpCase& tc = GetParam();
+  const std::string arch = tc.arch;
+  const bool gguf = tc.gguf;
   if (find_architecture(arch) == nullptr) GTEST_SKIP() << arch << " not in this build";
   if (!have_numpy()) GTEST_SKIP() << "/usr/bin/python3 with numpy is not available";
-  const std::string path = write_preset("tiny-qwen3-next-mtp", 3, gguf, arch);
+  const std::string path = write_preset(tc.preset, 3, gguf, arch, tc.fused);
   auto m = load_model(path);
   ASSERT_TRUE(m);
   EXPECT_EQ(m->model.config().n_layer, 4u) << "GGUF block_count counts the nextn block; the model has 4 layers";
   EXPECT_EQ(m->model.config().n_mtp_layers, 1u);
+  const bool moe = m->model.config().n_expert > 0;
+  EXPECT_EQ(moe, std::string(tc.preset).find("moe") != std::string::npos);
   const int64_t d = m->model.config().n_embd, nv = m->model.config().n_vocab;
   auto mtp = MtpModel::load(m->files, m->model);
   ASSERT_TRUE(mtp.ok()) << mtp.error_message();
@@ -181,8 +198,7 @@ TEST_P(MtpReference, LogitsAndProposalsMatchNumpyReference) {
   ASSERT_TRUE(reference_draft(path, tokens, k, ref_props, ref_logits, nv));
   const float diff1 = max_abs_diff(model_draft_logits(**mtp, tokens, k), ref_logits);
   EXPECT_LT(diff1, kLogitTol);
-  std::printf("mtp logits vs numpy (%s %s): max |diff| %.2e (round 1)\n", arch.c_str(), gguf ? "GGUF" : "safetensors",
-              diff1);
+  std::printf("mtp logits vs numpy (%s): max |diff| %.2e (round 1)\n", tc.name, diff1);
   const std::vector<float> h_long = target_hidden(m->model, longer);
   ASSERT_TRUE(observe(*drafter, tokens, 0, h_long, 0, static_cast<int64_t>(tokens.size()), d).ok());
   auto p1 = drafter->propose(k);
@@ -215,11 +231,17 @@ TEST_P(MtpReference, LogitsAndProposalsMatchNumpyReference) {
   EXPECT_EQ(*p4, ref_props) << "after rollback";
 }
 
-INSTANTIATE_TEST_SUITE_P(ArchFormats, MtpReference,
-                         ::testing::Combine(::testing::Values("qwen3_next", "qwen3_5"), ::testing::Bool()),
-                         [](const ::testing::TestParamInfo<std::tuple<const char*, bool>>& i) {
-                           return std::string(std::get<0>(i.param)) + (std::get<1>(i.param) ? "_gguf" : "_safetensors");
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    ArchFormats, MtpReference,
+    ::testing::Values(MtpCase{"tiny-qwen3-next-mtp", "qwen3_next", false, false, "qwen3_next_safetensors"},
+                      MtpCase{"tiny-qwen3-next-mtp", "qwen3_next", true, false, "qwen3_next_gguf"},
+                      MtpCase{"tiny-qwen3-next-mtp", "qwen3_5", false, false, "qwen3_5_safetensors"},
+                      MtpCase{"tiny-qwen3-next-mtp", "qwen3_5", true, false, "qwen3_5_gguf"},
+                      MtpCase{"tiny-qwen3-next-moe-mtp", "qwen3_next", false, false, "qwen3_next_moe_safetensors"},
+                      MtpCase{"tiny-qwen3-next-moe-mtp", "qwen3_next", true, false, "qwen3_next_moe_gguf"},
+                      MtpCase{"tiny-qwen3-next-moe-mtp", "qwen3_5", false, true, "qwen3_5_moe_fused_safetensors"},
+                      MtpCase{"tiny-qwen3-next-moe-mtp", "qwen3_5", true, false, "qwen3_5_moe_gguf"}),
+    [](const ::testing::TestParamInfo<MtpCase>& i) { return std::string(i.param.name); });
 
 // A prompt longer than one pass of rows (256): observed at once and in uneven pieces, the drafter
 // proposes what one MtpModel::step over all rows gives.
@@ -287,8 +309,11 @@ std::vector<int32_t> prompt_of(const Tokenizer& tok, const char* text) {
 
 TEST(MtpDrafter, GreedyGenerateEqualsPlainDecoding) {
   if (!have_hybrid()) GTEST_SKIP() << "qwen3_next not in this build";
-  for (bool gguf : {false, true}) {
-    auto m = load_model(write_preset("tiny-qwen3-next-mtp", 1, gguf));
+  for (const auto& [preset, gguf] : {std::pair{"tiny-qwen3-next-mtp", false}, std::pair{"tiny-qwen3-next-mtp", true},
+                                     std::pair{"tiny-qwen3-next-moe-mtp", false},
+                                     std::pair{"tiny-qwen3-next-moe-mtp", true}}) {
+    SCOPED_TRACE(preset);
+    auto m = load_model(write_preset(preset, 1, gguf));
     ASSERT_TRUE(m);
     ASSERT_GT(m->model.recurrent_state_floats(), 0) << "a hybrid: rejected rows roll the recurrent state back";
     ThreadPool pool(2);
@@ -311,9 +336,11 @@ TEST(MtpDrafter, GreedyGenerateEqualsPlainDecoding) {
   }
 }
 
-TEST(MtpDrafter, EngineLanesEqualPlainDecodingAlone) {
+class MtpEngineLanes : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(MtpEngineLanes, EqualPlainDecodingAlone) {
   if (!have_hybrid()) GTEST_SKIP() << "qwen3_next not in this build";
-  auto m = load_model(write_preset("tiny-qwen3-next-mtp", 1));
+  auto m = load_model(write_preset(GetParam(), 1));
   ASSERT_TRUE(m);
   ThreadPool pool(2);
   auto src = make_mtp_source(m->files, m->model, pool);
@@ -343,6 +370,32 @@ TEST(MtpDrafter, EngineLanesEqualPlainDecodingAlone) {
   EXPECT_GT(st.metrics.drafted_tokens, 0);
   EXPECT_LE(st.metrics.accepted_draft_tokens, st.metrics.drafted_tokens);
   EXPECT_EQ(st.kv.pages_active, 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Presets, MtpEngineLanes, ::testing::Values("tiny-qwen3-next-mtp", "tiny-qwen3-next-moe-mtp"),
+                         [](const ::testing::TestParamInfo<const char*>& i) {
+                           std::string n = i.param;
+                           std::replace(n.begin(), n.end(), '-', '_');
+                           return n;
+                         });
+
+// A MoE head's weight_bytes() is what one step reads: fc, attention, router, n_expert_used experts
+// and the shared expert with its gate (F32 safetensors: 4 bytes a weight), not all n_expert experts.
+TEST(MtpDrafter, MoeHeadCountsTheExpertsAStepReads) {
+  if (!have_hybrid()) GTEST_SKIP() << "qwen3_next not in this build";
+  auto m = load_model(write_preset("tiny-qwen3-next-moe-mtp", 1));
+  ASSERT_TRUE(m);
+  const ModelConfig& c = m->model.config();
+  ASSERT_GT(c.n_expert_used, 0u);
+  ASSERT_LT(c.n_expert_used, c.n_expert);
+  ASSERT_GT(c.n_ff_shared_expert, 0u);
+  auto mtp = MtpModel::load(m->files, m->model);
+  ASSERT_TRUE(mtp.ok()) << mtp.error_message();
+  const uint64_t d = c.n_embd, q = uint64_t{c.n_head} * c.head_dim, kv = uint64_t{c.n_head_kv} * c.head_dim;
+  const uint64_t attn = (2 * q + 2 * kv) * d + d * q;  // gated q: [q | gate] rows
+  const uint64_t expert = 3 * uint64_t{c.n_ff_expert} * d;
+  const uint64_t moe = uint64_t{c.n_expert} * d + c.n_expert_used * expert + 3 * uint64_t{c.n_ff_shared_expert} * d + d;
+  EXPECT_EQ((*mtp)->weight_bytes(), 4 * (2 * d * d + attn + moe));
 }
 
 TEST(MtpDrafter, SpecMethodPicksOrRefusesTheHead) {
