@@ -12,7 +12,9 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
+#include <unordered_map>
 #include <string_view>
 #include <vector>
 
@@ -114,6 +116,30 @@ class BlockStore {
   // truncated record, I/O error, evicted meanwhile): the caller falls back to a shorter prefix.
   virtual Result<std::vector<uint8_t>> get(const BlockKey& key, BlockKind kind, std::span<const int32_t> tokens) = 0;
 
+  // Reads off the caller's thread (spec 5.4: restores off the decode path): read_async() queues a
+  // batch of get()s and returns a ticket; take_reads(ticket) returns the batch's results in request
+  // order (an error is a miss, as from get()) once all are read, nullopt while they are not (an
+  // unknown ticket gives an empty vector). This default reads synchronously inside read_async().
+  struct ReadRequest {
+    BlockKey key;
+    BlockKind kind = BlockKind::kKvPage;
+    std::vector<int32_t> tokens;
+  };
+  using ReadResults = std::vector<Result<std::vector<uint8_t>>>;
+  virtual uint64_t read_async(std::vector<ReadRequest> requests) {
+    ReadResults results;
+    for (const ReadRequest& r : requests) results.push_back(get(r.key, r.kind, r.tokens));
+    done_reads_.emplace(++last_read_ticket_, std::move(results));
+    return last_read_ticket_;
+  }
+  virtual std::optional<ReadResults> take_reads(uint64_t ticket) {
+    auto it = done_reads_.find(ticket);
+    if (it == done_reads_.end()) return ReadResults{};
+    ReadResults out = std::move(it->second);
+    done_reads_.erase(it);
+    return out;
+  }
+
   // Blocks until every queued write is on disk (clean stop, tests).
   virtual void flush() = 0;
 
@@ -129,6 +155,10 @@ class BlockStore {
   // A store that writes synchronously reports 0 and 0.
   virtual uint64_t queued_puts() const { return 0; }
   virtual uint64_t finished_puts() const { return 0; }
+
+ private:
+  std::unordered_map<uint64_t, ReadResults> done_reads_;  // the synchronous default's results
+  uint64_t last_read_ticket_ = 0;
 };
 
 // The chain's starting key for one cache namespace: a description of everything that makes KV bytes

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <thread>
 
 #include "core/check.h"
 #include "core/result.h"
@@ -28,6 +29,10 @@ PrefixCache::PrefixCache(KvPagePool& pool, PrefixCacheOptions options)
 }
 
 PrefixCache::~PrefixCache() {
+  release_prefetch();
+  if (prefetch_.ticket != 0 && options_.disk != nullptr) {
+    while (!options_.disk->take_reads(prefetch_.ticket)) std::this_thread::yield();  // its buffers
+  }
   for (auto& [key, e] : index_) pool_.release_page(e.page);
   if (options_.disk != nullptr) options_.disk->clear_resident();
 }
@@ -169,7 +174,7 @@ bool PrefixCache::promote_from_disk(const BlockKey& key, const BlockKey& parent,
   return true;
 }
 
-PrefixMatch PrefixCache::lookup(std::span<const int32_t> tokens, int64_t limit) {
+PrefixMatch PrefixCache::lookup(std::span<const int32_t> tokens, int64_t limit, bool read_disk) {
   SPLASH_CHECK(limit >= 0 && limit <= static_cast<int64_t>(tokens.size()));
   ++stats_.lookups;
   PrefixMatch m;
@@ -183,12 +188,16 @@ PrefixMatch PrefixCache::lookup(std::span<const int32_t> tokens, int64_t limit) 
     auto it = index_.find(key);
     bool from_disk = false;
     if (it == index_.end()) {
-      if (!promote_from_disk(key, parent, i + 1, block)) break;
+      if (!read_disk || !promote_from_disk(key, parent, i + 1, block)) break;
       it = index_.find(key);
       from_disk = true;
     } else if (!same_tokens(it->second, block)) {
       ++stats_.collisions;
       break;
+    }
+    if (it->second.prefetched) {  // read back by prefetch() for this lookup
+      it->second.prefetched = false;
+      from_disk = true;
     }
     it->second.last_use = ++clock_;
     pool_.retain_page(it->second.page);
@@ -200,7 +209,7 @@ PrefixMatch PrefixCache::lookup(std::span<const int32_t> tokens, int64_t limit) 
   }
   if (has_checkpoint_group()) {
     // Recurrent state exists only at checkpoints: resume from the deepest one at or below the match.
-    const int64_t depth = find_checkpoint(keys, static_cast<int64_t>(keys.size()), m.recurrent);
+    const int64_t depth = find_checkpoint(keys, static_cast<int64_t>(keys.size()), m.recurrent, read_disk);
     m.disk_tokens = std::min(m.disk_tokens, depth * kKvPageTokens);
     if (depth == 0 && !keys.empty()) ++stats_.lost_state_misses;
     if (depth > 0) ++stats_.checkpoint_hits;
@@ -237,6 +246,7 @@ PrefixMatch PrefixCache::lookup(std::span<const int32_t> tokens, int64_t limit) 
     }
   }
   m.n_tokens = m.kv.n_tokens;
+  release_prefetch();  // the match holds its own references now
   if (m.n_tokens > 0) {
     ++stats_.hits;
     stats_.reused_tokens += m.n_tokens;
@@ -358,7 +368,8 @@ void PrefixCache::enforce_checkpoint_budget() {
   }
 }
 
-int64_t PrefixCache::find_checkpoint(const std::vector<BlockKey>& keys, int64_t max_depth, std::vector<float>& out) {
+int64_t PrefixCache::find_checkpoint(const std::vector<BlockKey>& keys, int64_t max_depth, std::vector<float>& out,
+                                     bool read_disk) {
   out.clear();
   for (int64_t d = max_depth; d > 0; --d) {
     const BlockKey& key = keys[static_cast<size_t>(d - 1)];
@@ -367,7 +378,13 @@ int64_t PrefixCache::find_checkpoint(const std::vector<BlockKey>& keys, int64_t 
       out = it->second.state;
       return d;
     }
-    if (options_.disk != nullptr && options_.disk->contains(key, BlockKind::kState)) {
+    if (auto it = prefetch_.states.find(key); it != prefetch_.states.end()) {
+      out = std::move(it->second);
+      prefetch_.states.erase(it);
+      ++stats_.disk_hits;
+      return d;
+    }
+    if (read_disk && options_.disk != nullptr && options_.disk->contains(key, BlockKind::kState)) {
       const Entry& e = index_.at(key);
       auto bytes = options_.disk->get(key, BlockKind::kState, e.tokens);
       if (bytes.ok() && static_cast<int64_t>(bytes->size()) == options_.recurrent_floats * int64_t{sizeof(float)}) {

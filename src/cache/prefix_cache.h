@@ -57,6 +57,7 @@ struct PrefixCacheOptions {
   std::chrono::milliseconds write_behind_delay{10000};
   int64_t write_behind_min_tokens = 2048;
   int64_t write_behind_step_bytes = int64_t{8} << 20;  // offered to the disk per write_behind() call
+  int64_t prefetch_batch_bytes = int64_t{64} << 20;    // disk reads in flight per prefetch() batch
 };
 
 struct PrefixCacheStats {
@@ -88,6 +89,7 @@ struct PrefixCacheStats {
   int64_t disk_offloads = 0;       // puts accepted
   int64_t offload_failures = 0;    // puts refused (queue full, quota, disabled)
   int64_t disk_refreshes = 0;      // fresh copies of old disk records of blocks dropped again
+  int64_t disk_read_batches = 0;   // prefetch() batches read off the engine thread
   // write-behind (restore points)
   int64_t write_behind_waiting = 0;     // points noted, not yet written (or still being written)
   int64_t write_behind_durable = 0;     // points whose blocks (and state) the store has written
@@ -127,7 +129,22 @@ class PrefixCache {
   // index (then the disk tier), then, without a checkpoint group, the longest common prefix with a
   // cached page of the next block (copied into a private page). With a group the match is cut back to
   // the deepest checkpoint. Pages come from the pool; when none is free for a copy the match stops.
-  PrefixMatch lookup(std::span<const int32_t> tokens, int64_t limit);
+  // read_disk = false: only what the index (and a finished prefetch) holds, no disk I/O.
+  PrefixMatch lookup(std::span<const int32_t> tokens, int64_t limit, bool read_disk = true);
+
+  // Restores off the caller's thread (spec 5.4): reads the blocks of tokens[0, limit) that only the
+  // disk tier holds (after the index's whole-block match), in batches of prefetch_batch_bytes
+  // (BlockStore::read_async), indexing each batch when it has arrived; on hybrids then the deepest
+  // checkpoint state along the match that only the disk holds. Returns true when lookup(tokens,
+  // limit, false) finds everything the disk could give (nothing to read, all read, a read failed or
+  // the pool had no page: the match ends there); false while a batch is in flight: call again later
+  // (the engine: next tick) with the same tokens. What a prefetch indexed is held (a lease) until the
+  // lookup, release_prefetch(), or a prefetch of other tokens; a batch in flight for other tokens is
+  // waited for and indexed first.
+  bool prefetch(std::span<const int32_t> tokens, int64_t limit);
+  bool prefetching() const { return prefetch_.ticket != 0; }
+  // Drops the lease of a prefetch nobody looked up (its request went away).
+  void release_prefetch();
 
   // Indexes the whole pages of `table` (holding the KV of tokens[0, table.n_tokens)) that are not yet
   // cached; already cached ones are touched (LRU). `chain` caches the keys of `tokens`.
@@ -188,6 +205,7 @@ class PrefixCache {
     uint64_t last_use = 0;
     std::array<int32_t, kKvPageTokens> tokens{};  // the block's ids: hash-collision guard
     std::vector<BlockKey> children;
+    bool prefetched = false;  // read back by prefetch(), not yet handed out (counts as a disk hit)
   };
   struct Checkpoint {
     std::vector<float> state;
@@ -203,6 +221,18 @@ class PrefixCache {
     bool flushing = false;
     bool refused = false;        // the store refused a block with its queue empty
   };
+  struct Prefetch {
+    BlockKey tip;                  // the last block key of the tokens being prefetched
+    uint64_t ticket = 0;           // a read batch in flight (0: none)
+    std::vector<BlockInfo> asked;  // its requests, in order (a state last, if any)
+    std::vector<std::array<int32_t, kKvPageTokens>> asked_tokens;
+    std::vector<int32_t> held;     // pages indexed by this prefetch, retained until the lookup
+    std::unordered_map<BlockKey, std::vector<float>, BlockKeyHash> states;  // read, not yet used
+    BlockKey stop;                 // a block that failed: the prefetch ends before it
+    bool has_stop = false;
+  };
+  // Indexes a finished batch's blocks (until the first that failed or found no page).
+  void apply_prefetch(BlockStore::ReadResults& results);
   // Offers one due point's next blocks; false when the store's queue is full (try later).
   bool offer_point(const BlockKey& key, RestorePoint& p, int64_t& budget);
 
@@ -224,7 +254,7 @@ class PrefixCache {
   // Reads block `key` from the disk tier into a fresh page and indexes it; false when absent or failed.
   bool promote_from_disk(const BlockKey& key, const BlockKey& parent, int64_t depth, std::span<const int32_t> block);
   // The deepest depth <= max_depth along chain keys with a checkpoint (RAM or disk), its state in `out`.
-  int64_t find_checkpoint(const std::vector<BlockKey>& keys, int64_t max_depth, std::vector<float>& out);
+  int64_t find_checkpoint(const std::vector<BlockKey>& keys, int64_t max_depth, std::vector<float>& out, bool read_disk);
 
   KvPagePool& pool_;
   PrefixCacheOptions options_;
@@ -235,6 +265,7 @@ class PrefixCache {
   uint64_t clock_ = 0;
   std::unordered_map<BlockKey, RestorePoint, BlockKeyHash> points_;  // write-behind, by deepest block
   Clock::time_point next_due_ = Clock::time_point::max();
+  Prefetch prefetch_;
   PrefixCacheStats stats_;
 };
 

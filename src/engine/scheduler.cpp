@@ -192,9 +192,16 @@ void EngineImpl::run() {
     std::vector<uint64_t> cancels;
     {
       std::unique_lock lk(mu_);
-      auto work = [&] { return stop_ || !incoming_.empty() || !cancels_.empty() || !lanes_.empty() || !queue_.empty(); };
-      if (write_behind_at_ == EngineClock::time_point::max()) cv_.wait(lk, work);
-      else cv_.wait_until(lk, write_behind_at_, work);
+      // Lanes or queued requests are work, unless the last tick could only wait for an SSD read:
+      // then it looks again every 2 ms (the read's batch takes longer than that).
+      auto work = [&] {
+        return stop_ || !incoming_.empty() || !cancels_.empty() ||
+               (!disk_wait_only_ && (!lanes_.empty() || !queue_.empty()));
+      };
+      EngineClock::time_point until = write_behind_at_;
+      if (disk_wait_only_) until = std::min(until, EngineClock::now() + std::chrono::milliseconds(2));
+      if (until == EngineClock::time_point::max()) cv_.wait(lk, work);
+      else cv_.wait_until(lk, until, work);
       if (stop_) break;
       while (!incoming_.empty()) {
         queue_.push_back(std::move(incoming_.front()));
@@ -275,6 +282,8 @@ void EngineImpl::publish_and_deliver() {
     s.scheduler = sched_;
     s.scheduler.queued = static_cast<int64_t>(queue_.size());
     s.scheduler.waiting_resources = waiting_resources_;
+    s.scheduler.waiting_prefix = waiting_prefix_;
+    s.scheduler.waiting_disk = waiting_disk_;
     s.scheduler.prefilling = 0;
     s.scheduler.decoding = 0;
     for (const auto& lane : lanes_) ++(lane->decoding() ? s.scheduler.decoding : s.scheduler.prefilling);

@@ -123,6 +123,8 @@ struct EngineStatus {
   struct Scheduler {
     int64_t queued = 0;             // waiting for a lane
     int64_t waiting_resources = 0;  // holding a lane, waiting for KV pages
+    int64_t waiting_prefix = 0;     // prompts waiting behind a lane that is computing their prefix
+    int64_t waiting_disk = 0;       // holding a lane, waiting for its prefix to be read from the SSD
     int64_t prefilling = 0;         // lanes prefilling (or recomputing after giving pages back)
     int64_t decoding = 0;           // lanes decoding
     int64_t prefill_batches = 0;    // forward passes that carried a prefill chunk

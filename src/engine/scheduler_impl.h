@@ -47,7 +47,12 @@ class EngineImpl {
   // Evicts cached pages until `n` pages are free (or nothing more can go); the pool's free count.
   int64_t reclaim(int64_t n);
   // Prefix cache: the lane's KV starts from the longest cached prefix of its ctx (leaving >= 1 token).
+  // Blocks only the SSD tier holds are read first, off this thread: until they are in, the lane
+  // waits (needs_lookup() stays true) and the other lanes run on.
   void cache_lookup(Lane& lane);
+  // Lanes waiting to prefill behind `head` (the prefilling lane that runs) whose prompt shares whole
+  // pages with head's that head has not computed yet: they will reuse them (spec 5.1 waiting_prefix).
+  int64_t count_waiting_prefix(const Lane& head) const;
   // Prefix cache: the lane's whole pages (and a checkpoint when it stands on one) go into the index.
   void cache_publish(Lane& lane);
   // Publishes counters and delivers the queued kDone events (callbacks run without the lock).
@@ -84,6 +89,11 @@ class EngineImpl {
   EngineStatus::Scheduler sched_;             // cumulative counters
   EngineStatus::Metrics metrics_;
   int64_t waiting_resources_ = 0;
+  int64_t waiting_prefix_ = 0;
+  int64_t waiting_disk_ = 0;
+  // The last tick ran nothing because the only work is a prefix being read from the SSD: the thread
+  // sleeps briefly instead of spinning.
+  bool disk_wait_only_ = false;
   bool last_tick_decode_only_ = false;        // alternating mode: what ran last
   // The prefix cache's next write-behind step (a persistent disk tier): the thread wakes for it even
   // when idle.

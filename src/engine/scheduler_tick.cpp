@@ -29,7 +29,31 @@ void EngineImpl::cache_lookup(Lane& lane) {
     return;
   }
   const auto ctx = lane.ctx();
-  lane.adopt_prefix(cache_->lookup(ctx, static_cast<int64_t>(ctx.size()) - 1));
+  const int64_t limit = static_cast<int64_t>(ctx.size()) - 1;
+  if (!cache_->prefetch(ctx, limit)) {
+    ++waiting_disk_;
+    return;
+  }
+  lane.adopt_prefix(cache_->lookup(ctx, limit, /*read_disk=*/false));
+}
+
+int64_t EngineImpl::count_waiting_prefix(const Lane& head) const {
+  const auto a = head.ctx();
+  int64_t n = 0;
+  bool behind = false;
+  for (const auto& lane : lanes_) {
+    if (lane.get() == &head) {
+      behind = true;
+      continue;
+    }
+    if (!behind || !lane->prefilling() || !lane->needs_lookup()) continue;
+    const auto b = lane->ctx();
+    const size_t len = std::min(a.size(), b.size());
+    const size_t shared = static_cast<size_t>(std::mismatch(a.begin(), a.begin() + static_cast<std::ptrdiff_t>(len), b.begin()).first - a.begin());
+    const int64_t whole = static_cast<int64_t>(shared) / kKvPageTokens * kKvPageTokens;
+    if (whole > 0 && head.kv_len() < whole) ++n;
+  }
+  return n;
 }
 
 void EngineImpl::cache_publish(Lane& lane) {
@@ -105,15 +129,26 @@ void EngineImpl::tick(std::vector<uint64_t> cancels) {
     queue_.pop_front();
   }
   waiting_resources_ = 0;
-  if (lanes_.empty()) return;
+  waiting_prefix_ = 0;
+  waiting_disk_ = 0;
+  disk_wait_only_ = false;
+  if (lanes_.empty()) {
+    if (cache_) cache_->release_prefetch();
+    return;
+  }
 
   // --- prefix cache: the lane whose prompt runs next starts from the longest cached prefix (a copied
-  // partial page may take a page, so this comes before the decode rows reserve theirs).
+  // partial page may take a page, so this comes before the decode rows reserve theirs). Lanes behind
+  // it that share its prompt's beginning wait for its pages instead of computing them too.
+  bool looking_up = false;
   for (auto& lane : lanes_)
     if (lane->prefilling()) {
       if (lane->needs_lookup()) cache_lookup(*lane);
+      looking_up = lane->needs_lookup();
+      if (cache_) waiting_prefix_ = count_waiting_prefix(*lane);
       break;
     }
+  if (cache_ && !looking_up) cache_->release_prefetch();  // nobody waits for what a prefetch read
 
   // --- KV pages for the decode rows: every decoding lane grows by one position. When the pool cannot
   // give them, the youngest lane holding pages gives its pages back (it recomputes them later).
@@ -225,7 +260,10 @@ void EngineImpl::tick(std::vector<uint64_t> cancels) {
     runs.push_back({&prefill->seq(), prefill->feed(n_chunk), ends ? LogitRows::kLast : LogitRows::kNone});
     run_lanes.push_back(prefill);
   }
-  if (runs.empty()) return;
+  if (runs.empty()) {
+    disk_wait_only_ = waiting_disk_ > 0;
+    return;
+  }
   last_tick_decode_only_ = n_decode > 0 && !run_prefill;
 
   const EngineClock::time_point t0 = EngineClock::now();

@@ -45,6 +45,13 @@ DiskBlockStore::DiskBlockStore(const DiskStoreOptions& options)
 
 DiskBlockStore::~DiskBlockStore() {
   {
+    std::lock_guard lock(read_mu_);
+    read_stop_ = true;
+    read_paused_ = false;
+  }
+  read_cv_.notify_all();
+  if (reader_.joinable()) reader_.join();
+  {
     std::lock_guard lock(mu_);
     stop_ = true;
     paused_ = false;
@@ -71,6 +78,7 @@ Result<std::unique_ptr<DiskBlockStore>> DiskBlockStore::open(const DiskStoreOpti
     s->ring_bytes_ = (s->punch_ ? 2 * quota : quota) / disk::kRecordAlign * disk::kRecordAlign;
   }
   s->writer_ = std::thread([p = s.get()] { p->writer_loop(); });
+  s->reader_ = std::thread([p = s.get()] { p->reader_loop(); });
   if (failure) *failure = OpenFailure::kNone;
   return s;
 }
@@ -259,6 +267,54 @@ Result<std::vector<uint8_t>> DiskBlockStore::get(const BlockKey& key, BlockKind 
   ++stats_.records_read;
   stats_.bytes_read += static_cast<int64_t>(bytes);
   return out;
+}
+
+uint64_t DiskBlockStore::read_async(std::vector<ReadRequest> requests) {
+  auto job = std::make_shared<ReadJob>();
+  job->requests = std::move(requests);
+  {
+    std::lock_guard lock(read_mu_);
+    job->ticket = ++next_read_ticket_;
+    read_jobs_.emplace(job->ticket, job);
+    read_queue_.push_back(job);
+  }
+  read_cv_.notify_one();
+  return job->ticket;
+}
+
+std::optional<BlockStore::ReadResults> DiskBlockStore::take_reads(uint64_t ticket) {
+  std::lock_guard lock(read_mu_);
+  auto it = read_jobs_.find(ticket);
+  if (it == read_jobs_.end()) return ReadResults{};
+  if (!it->second->done) return std::nullopt;
+  ReadResults out = std::move(it->second->results);
+  read_jobs_.erase(it);
+  return out;
+}
+
+void DiskBlockStore::pause_reader_for_test(bool paused) {
+  {
+    std::lock_guard lock(read_mu_);
+    read_paused_ = paused;
+  }
+  read_cv_.notify_all();
+}
+
+void DiskBlockStore::reader_loop() {
+  std::unique_lock lock(read_mu_);
+  while (true) {
+    read_cv_.wait(lock, [&] { return read_stop_ || (!read_paused_ && !read_queue_.empty()); });
+    if (read_stop_) break;
+    std::shared_ptr<ReadJob> job = std::move(read_queue_.front());
+    read_queue_.pop_front();
+    lock.unlock();
+    ReadResults results;
+    results.reserve(job->requests.size());
+    for (const ReadRequest& r : job->requests) results.push_back(get(r.key, r.kind, r.tokens));
+    lock.lock();
+    job->results = std::move(results);
+    job->done = true;
+  }
 }
 
 void DiskBlockStore::flush() {

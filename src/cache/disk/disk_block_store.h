@@ -22,8 +22,8 @@
 //
 // Threads: put() copies the block into a bounded queue and returns (false when the queue is full
 // or the store is disabled); one writer thread drains the queue in batches (one pwrite per run of
-// consecutive records), evicting the oldest records for room first. get() serves queued blocks
-// from memory and others with one pread, verified (checksums, key, kind, token ids): a corrupt,
+// consecutive records), evicting the oldest records for room first. read_async() hands a batch of
+// reads to one reader thread. get() serves queued blocks from memory and others with one pread, verified (checksums, key, kind, token ids): a corrupt,
 // truncated or overwritten record is a miss (counted in read_failures) and leaves the index. A
 // failed write disables the store with one warning; reads of what is on disk go on.
 //
@@ -80,6 +80,11 @@ class DiskBlockStore final : public BlockStore {
   void clear_resident() override;
   bool contains(const BlockKey& key, BlockKind kind) const override;
   Result<std::vector<uint8_t>> get(const BlockKey& key, BlockKind kind, std::span<const int32_t> tokens) override;
+  // One reader thread runs the batches in order (get() each, so queued blocks come from memory).
+  uint64_t read_async(std::vector<ReadRequest> requests) override;
+  std::optional<ReadResults> take_reads(uint64_t ticket) override;
+  // Test hook: the reader stops taking batches until resumed.
+  void pause_reader_for_test(bool paused);
   // Waits until every queued block is written to the file (the page cache: it survives the process,
   // not a power cut). sync() also fdatasyncs; the destructor of a persistent store does.
   void flush() override;
@@ -123,6 +128,7 @@ class DiskBlockStore final : public BlockStore {
   Status open_persistent(OpenFailure* failure);
   Status rescan();
   void writer_loop();
+  void reader_loop();
   void write_batch(std::vector<std::shared_ptr<Pending>>& batch);
   // Under mu_: places a record of `bytes` at the head (evicting for room); false when it cannot fit,
   // or when it is a copy of a resident block and would have to evict a sole copy (or copies pause).
@@ -179,6 +185,20 @@ class DiskBlockStore final : public BlockStore {
   bool stop_ = false, disabled_ = false, paused_ = false;
   BlockStoreStats stats_;
   std::thread writer_;
+
+  struct ReadJob {
+    uint64_t ticket = 0;
+    std::vector<ReadRequest> requests;
+    ReadResults results;
+    bool done = false;
+  };
+  std::mutex read_mu_;  // the read queue (never held with mu_ taken after it)
+  std::condition_variable read_cv_;
+  std::deque<std::shared_ptr<ReadJob>> read_queue_;
+  std::unordered_map<uint64_t, std::shared_ptr<ReadJob>> read_jobs_;  // queued, running or done
+  uint64_t next_read_ticket_ = 0;
+  bool read_stop_ = false, read_paused_ = false;
+  std::thread reader_;
 };
 
 // The disk tier `splash serve` builds from its flags (spec 1.2, 5.4, 5.6): nullptr store when

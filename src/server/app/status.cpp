@@ -133,6 +133,8 @@ nlohmann::json status_json(const StatusSnapshot& s) {
       {"scheduler",
        {{"queued", e.scheduler.queued},
         {"waiting_resources", e.scheduler.waiting_resources},
+        {"waiting_prefix", e.scheduler.waiting_prefix},
+        {"waiting_disk", e.scheduler.waiting_disk},
         {"prefilling", e.scheduler.prefilling},
         {"decoding", e.scheduler.decoding},
         {"prefill_batches", e.scheduler.prefill_batches},
@@ -215,6 +217,8 @@ std::string metrics_text(const StatusSnapshot& s) {
   x.family("splash_scheduler_requests", "gauge", "requests by scheduler state");
   x.sample("splash_scheduler_requests{state=\"queued\"}", static_cast<double>(e.scheduler.queued));
   x.sample("splash_scheduler_requests{state=\"waiting_resources\"}", static_cast<double>(e.scheduler.waiting_resources));
+  x.sample("splash_scheduler_requests{state=\"waiting_prefix\"}", static_cast<double>(e.scheduler.waiting_prefix));
+  x.sample("splash_scheduler_requests{state=\"waiting_disk\"}", static_cast<double>(e.scheduler.waiting_disk));
   x.sample("splash_scheduler_requests{state=\"prefilling\"}", static_cast<double>(e.scheduler.prefilling));
   x.sample("splash_scheduler_requests{state=\"decoding\"}", static_cast<double>(e.scheduler.decoding));
   x.family("splash_scheduler_batches_total", "counter", "forward passes carrying prefill or decode rows");

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstring>
 #include <numeric>
+#include <thread>
 #include <vector>
 
 #include "cache/disk/record.h"
@@ -319,6 +320,62 @@ TEST(PrefixCacheDisk, WriteBehindYieldsToSoleCopies) {
     pool.release(m.kv);
   }
   pool.release(ty);
+}
+
+// Restores off the caller's thread (spec 5.4): prefetch() reads what only the disk holds in bounded
+// batches on the store's reader thread; until it returns true a lookup without disk reads sees only
+// RAM; then the whole prefix is there, counted as read from disk, byte for byte, with the deepest
+// checkpoint's state (a checkpoint group).
+TEST(PrefixCacheDisk, PrefetchReadsBackInBatchesOffTheCallersThread) {
+  TempDir dir;
+  KvPagePool pool = *KvPagePool::create(small_config(32));
+  auto store = open_store(dir.path(), 32 << 20, /*persistent=*/false);
+  ASSERT_TRUE(store);
+  PrefixCacheOptions o;
+  o.namespace_description = kNamespace;
+  o.disk = store.get();
+  o.recurrent_floats = 8;
+  o.checkpoint_interval = 4 * T;
+  o.prefetch_batch_bytes = 2 * pool.page_bytes();
+  PrefixCache cache(pool, o);
+  const auto a = seq_tokens(7 * T + 5, 4000);
+  KvPageTable ta = prefill(pool, a);
+  BlockChain chain;
+  cache.publish(a, ta, chain);
+  const std::vector<float> state = {1, 2, 3, 4, 5, 6, 7, 8};
+  cache.publish_checkpoint(a, 6 * T, state, chain, /*rolling=*/false);
+  std::vector<std::vector<uint8_t>> bytes;
+  for (int32_t page : ta.pages)
+    bytes.emplace_back(pool.page_data(page), pool.page_data(page) + pool.page_bytes());
+  pool.release(ta);
+  EXPECT_EQ(cache.evict(100), 7);
+  store->flush();
+  ASSERT_EQ(store->stats().kv_records, 7);
+  ASSERT_EQ(store->stats().state_records, 1);
+
+  const int64_t limit = static_cast<int64_t>(a.size()) - 1;
+  store->pause_reader_for_test(true);
+  EXPECT_FALSE(cache.prefetch(a, limit));
+  EXPECT_TRUE(cache.prefetching());
+  PrefixMatch none = cache.lookup(a, limit, /*read_disk=*/false);
+  EXPECT_EQ(none.n_tokens, 0) << "no read on the caller's thread";
+  pool.release(none.kv);
+  store->pause_reader_for_test(false);
+  int calls = 1;
+  while (!cache.prefetch(a, limit) && calls < 10000) {
+    ++calls;
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  EXPECT_EQ(cache.stats().disk_read_batches, 5) << "7 pages 2 at a time, then the state";
+  EXPECT_FALSE(cache.prefetching());
+  PrefixMatch m = cache.lookup(a, limit, /*read_disk=*/false);
+  EXPECT_EQ(m.n_tokens, 6 * T) << "resumes at the checkpoint";
+  EXPECT_EQ(m.disk_tokens, 6 * T);
+  EXPECT_EQ(m.recurrent, state);
+  for (size_t i = 0; i < 6; ++i)
+    EXPECT_EQ(std::memcmp(pool.page_data(m.kv.pages[i]), bytes[i].data(), bytes[i].size()), 0) << i;
+  pool.release(m.kv);
+  EXPECT_EQ(pool.kv_pages_used(), cache.stats().kv_pages) << "the prefetch's lease is gone";
 }
 
 }  // namespace
