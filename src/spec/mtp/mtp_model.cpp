@@ -105,19 +105,24 @@ Result<std::unique_ptr<MtpModel>> MtpModel::load(const ModelFiles& files, const 
     // What one decode step reads: the router, n_expert_used experts (all the same size) and the
     // shared expert with its gate, not the n_expert experts the file holds.
     bytes += bytes_of(w.router) + static_cast<uint64_t>(w.shared_gate.size() * sizeof(float));
-    if (!w.gate.empty())
-      bytes += c.n_expert_used * (bytes_of(w.gate[0]) + bytes_of(w.up[0]) + bytes_of(w.down[0]));
     if (w.shared.down.w.rows() > 0) {
       bytes += bytes_of(w.shared.down);
       for (const Projection& p : w.shared.gate_up) bytes += bytes_of(p);
     }
+    uint64_t experts = 0;
+    for (size_t e = 0; e < w.gate.size(); ++e) experts += bytes_of(w.gate[e]) + bytes_of(w.up[e]) + bytes_of(w.down[e]);
+    m->weight_bytes_ = bytes + experts;
+    if (!w.gate.empty())
+      bytes += c.n_expert_used * (bytes_of(w.gate[0]) + bytes_of(w.up[0]) + bytes_of(w.down[0]));
+    m->step_bytes_ = bytes;
+    return m;
   } else {
     SPLASH_TRY(m->layer_.mlp, load_swiglu_mlp(loader, names.layer));
     fold_zero_centred_norm(loader, m->layer_.mlp.norm);
     bytes += bytes_of(m->layer_.mlp.down);
     for (const Projection& p : m->layer_.mlp.gate_up) bytes += bytes_of(p);
   }
-  m->weight_bytes_ = bytes;
+  m->weight_bytes_ = m->step_bytes_ = bytes;
   return m;
 }
 

@@ -65,9 +65,10 @@ class MtpModel {
 
   const Model& target() const { return *target_; }
   int64_t n_embd() const;
-  // Bytes of weights one step of one row reads: fc, the attention and the MLP; for a MoE MLP the
-  // router, n_expert_used experts and the shared expert (not every expert the file holds).
+  // Bytes of the head's own matrices: all it holds (memory plan, /status), and what one step reads
+  // (a MoE layer: the router, n_expert_used experts and the shared expert; equal for a dense one).
   uint64_t weight_bytes() const { return weight_bytes_; }
+  uint64_t step_bytes() const { return step_bytes_; }
 
   // Applies the target's final norm to `n` rows of the target's last-layer output in place (what
   // the hidden rows of DraftObservation hold for hidden_layers() = {n_layer - 1}).
@@ -87,7 +88,7 @@ class MtpModel {
   PackedWeights fc_;                                      // [n_embd, 2 n_embd]
   std::vector<float> norm_embed_, norm_hidden_, norm_;    // folded (1 + w)
   LayerWeights layer_;                                    // attn + dense mlp or moe
-  uint64_t weight_bytes_ = 0;
+  uint64_t weight_bytes_ = 0, step_bytes_ = 0;
 };
 
 }  // namespace splash

@@ -379,9 +379,10 @@ INSTANTIATE_TEST_SUITE_P(Presets, MtpEngineLanes, ::testing::Values("tiny-qwen3-
                            return n;
                          });
 
-// A MoE head's weight_bytes() is what one step reads: fc, attention, router, n_expert_used experts
-// and the shared expert with its gate (F32 safetensors: 4 bytes a weight), not all n_expert experts.
-TEST(MtpDrafter, MoeHeadCountsTheExpertsAStepReads) {
+// A MoE head's step_bytes() is what one step reads: fc, attention, router, n_expert_used experts
+// and the shared expert with its gate (F32 safetensors: 4 bytes a weight); weight_bytes() (the
+// memory plan's figure) holds all n_expert experts.
+TEST(MtpDrafter, MoeHeadCountsEveryExpertHeldAndThoseAStepReads) {
   if (!have_hybrid()) GTEST_SKIP() << "qwen3_next not in this build";
   auto m = load_model(write_preset("tiny-qwen3-next-moe-mtp", 1));
   ASSERT_TRUE(m);
@@ -395,7 +396,8 @@ TEST(MtpDrafter, MoeHeadCountsTheExpertsAStepReads) {
   const uint64_t attn = (2 * q + 2 * kv) * d + d * q;  // gated q: [q | gate] rows
   const uint64_t expert = 3 * uint64_t{c.n_ff_expert} * d;
   const uint64_t moe = uint64_t{c.n_expert} * d + c.n_expert_used * expert + 3 * uint64_t{c.n_ff_shared_expert} * d + d;
-  EXPECT_EQ((*mtp)->weight_bytes(), 4 * (2 * d * d + attn + moe));
+  EXPECT_EQ((*mtp)->step_bytes(), 4 * (2 * d * d + attn + moe));
+  EXPECT_EQ((*mtp)->weight_bytes(), 4 * (2 * d * d + attn + moe + (c.n_expert - c.n_expert_used) * expert));
 }
 
 TEST(MtpDrafter, SpecMethodPicksOrRefusesTheHead) {
