@@ -75,6 +75,7 @@ struct BlockStoreStats {
   int64_t copies_yielded = 0;      // writes of RAM-held blocks refused: only sole copies to displace
   int64_t copies_paused = 0;       // writes of RAM-held blocks refused: the hourly write limit
   int64_t written_last_hour = 0;   // bytes written in the last 60 minutes
+  bool probation = false;          // persistent: serving on probation after an unclean exit (spec 5.6)
 };
 
 class BlockStore {

@@ -155,7 +155,10 @@ class SsdTier(unittest.TestCase):
 
         s = serve_e2e.Server(*flags, model=LONG_MODEL).wait_ready()
         try:
-            line = [l for l in s.lines if l.startswith("Persistent cache ")]
+            lines = [l for l in s.lines if l.startswith("Persistent cache ")]
+            # kill -9 was not a clean stop: the start says so and serves on probation (spec 5.6).
+            self.assertTrue(any("did not stop cleanly; serving on probation" in l for l in lines), lines)
+            line = [l for l in lines if "took back" in l]
             self.assertEqual(len(line), 1, s.lines)
             m = re.search(r"took back (\d+) restore points over (\d+) KV blocks", line[0])
             self.assertTrue(m, line[0])

@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <cstring>
 #include <optional>
 
@@ -61,6 +63,13 @@ DiskBlockStore::~DiskBlockStore() {
   // A clean stop leaves a persistent cache durable (a crash of the process alone loses nothing
   // written; this is for the machine's).
   if (options_.persistent && fd_.valid() && !disabled_) ::fdatasync(fd_.get());
+  if (options_.persistent && lock_.held() && fd_.valid()) {
+    // A clean stop of the folder's owner: the next start trusts it (no probation); it was used now.
+    std::error_code ec;
+    std::filesystem::remove(ns_dir_ + "/running", ec);
+    std::filesystem::remove(ns_dir_ + "/probation", ec);
+    std::ofstream(ns_dir_ + "/last_used", std::ios::trunc) << "clean stop\n";
+  }
 }
 
 Result<std::unique_ptr<DiskBlockStore>> DiskBlockStore::open(const DiskStoreOptions& options, OpenFailure* failure) {
@@ -98,14 +107,17 @@ void DiskBlockStore::set_resident(const BlockKey& key, BlockKind kind, bool resi
   std::lock_guard lock(mu_);
   if (resident) resident_.insert(id);
   else resident_.erase(id);
-  if (auto it = index_.find(id); it != index_.end()) set_redundant_locked(it->second, ring_.at(it->second), resident);
+  if (!resident) touch_locked(id);  // RAM used it until now
+  if (auto it = index_.find(id); it != index_.end()) classify_locked(it->second);
 }
 
 void DiskBlockStore::clear_resident() {
   std::lock_guard lock(mu_);
+  std::vector<uint64_t> offsets;
   for (const IndexKey& id : resident_)
-    if (auto it = index_.find(id); it != index_.end()) set_redundant_locked(it->second, ring_.at(it->second), false);
+    if (auto it = index_.find(id); it != index_.end()) offsets.push_back(it->second);
   resident_.clear();
+  for (uint64_t off : offsets) classify_locked(off);
 }
 
 bool DiskBlockStore::redundant_locked(uint64_t offset, const Entry& e) const {
@@ -113,12 +125,29 @@ bool DiskBlockStore::redundant_locked(uint64_t offset, const Entry& e) const {
   return ix == index_.end() || ix->second != offset || resident_.count(e.id) != 0;
 }
 
-void DiskBlockStore::set_redundant_locked(uint64_t offset, const Entry& e, bool redundant) {
-  if (redundant) {
-    if (redundant_.insert(offset).second) redundant_bytes_ += e.bytes;
-  } else if (redundant_.erase(offset) != 0) {
-    redundant_bytes_ -= e.bytes;
+void DiskBlockStore::unfile_locked(uint64_t offset, const Entry& e) {
+  if (redundant_.erase(offset) != 0) redundant_bytes_ -= e.bytes;
+  sole_lru_.erase({e.last_use, offset});
+}
+
+void DiskBlockStore::classify_locked(uint64_t offset) {
+  const Entry& e = ring_.at(offset);
+  unfile_locked(offset, e);
+  if (redundant_locked(offset, e)) {
+    redundant_.insert(offset);
+    redundant_bytes_ += e.bytes;
+  } else {
+    sole_lru_.emplace(e.last_use, offset);
   }
+}
+
+void DiskBlockStore::touch_locked(const IndexKey& id) {
+  auto it = index_.find(id);
+  if (it == index_.end()) return;
+  Entry& e = ring_.at(it->second);
+  unfile_locked(it->second, e);
+  e.last_use = ++use_bytes_;  // the byte clock (+1: after everything written so far)
+  classify_locked(it->second);
 }
 
 int64_t DiskBlockStore::minute_now() const {
@@ -155,6 +184,7 @@ DiskBlockStore::Enqueue DiskBlockStore::enqueue(const BlockInfo& info, std::span
     }
     if (!needs_write_locked(id)) {
       if (!refresh_only) ++stats_.unneeded;
+      touch_locked(id);
       return Enqueue::kUnneeded;
     }
     if (resident_.count(id) != 0) {
@@ -163,8 +193,7 @@ DiskBlockStore::Enqueue DiskBlockStore::enqueue(const BlockInfo& info, std::span
         ++stats_.copies_paused;
         return Enqueue::kRefused;
       }
-      if (static_cast<uint64_t>(stats_.bytes_used) + bytes > static_cast<uint64_t>(options_.quota_bytes) &&
-          redundant_bytes_ < bytes) {
+      if (!copy_fits_locked(bytes)) {
         ++stats_.copies_yielded;
         return Enqueue::kRefused;
       }
@@ -198,11 +227,11 @@ bool DiskBlockStore::needs_write_locked(const IndexKey& id) const {
   if (pending_.count(id)) return false;
   auto it = index_.find(id);
   if (it == index_.end()) return true;
-  // Stored: a fresh copy only when more than half the quota has been written after it (the quota
-  // makes it one of the next to go).
+  // Stored: a fresh copy only when the ring's head is about to reach it (more than 3/4 of the ring
+  // written after it); the quota itself takes the least recently used, not the oldest written.
   const uint64_t off = it->second;
   const uint64_t written_since = head_ >= off ? head_ - off : head_ + ring_bytes_ - off;
-  return written_since > static_cast<uint64_t>(options_.quota_bytes) / 2;
+  return written_since > ring_bytes_ / 4 * 3;
 }
 
 bool DiskBlockStore::contains(const BlockKey& key, BlockKind kind) const {
@@ -341,6 +370,7 @@ BlockStoreStats DiskBlockStore::stats() const {
   s.redundant_records = static_cast<int64_t>(redundant_.size());
   s.redundant_bytes = static_cast<int64_t>(redundant_bytes_);
   s.written_last_hour = written_last_hour_locked();
+  s.probation = probation_;
   s.file_bytes = disk::file_allocated_bytes(fd_.get());
   return s;
 }
@@ -368,7 +398,13 @@ void DiskBlockStore::pause_writer_for_test(bool paused) {
 void DiskBlockStore::writer_loop() {
   std::unique_lock lock(mu_);
   while (true) {
-    work_cv_.wait(lock, [&] { return stop_ || (!paused_ && (!queue_.empty() || !to_punch_.empty())); });
+    auto has_work = [&] { return stop_ || (!paused_ && (!queue_.empty() || !to_punch_.empty())); };
+    if (probation_ && std::chrono::steady_clock::now() >= probation_until_) end_probation_locked();
+    if (!probation_) {
+      work_cv_.wait(lock, has_work);
+    } else if (!work_cv_.wait_until(lock, probation_until_, has_work)) {
+      continue;  // the probation's end
+    }
     if (stop_ && queue_.empty() && to_punch_.empty()) break;
     // A batch: consecutive records up to kBatchRecords / kBatchBytes, and never more than half the
     // quota, so placing a record never evicts another of the same batch.
@@ -481,7 +517,7 @@ void DiskBlockStore::write_batch(std::vector<std::shared_ptr<Pending>>& batch) {
 
 bool DiskBlockStore::copy_fits_locked(uint64_t bytes) const {
   // The records in the way (from the head to the ring's end when the record does not fit before
-  // it, then from the start) must all be redundant and written; they free what they hold.
+  // it, then from the start) must all be written and redundant; they free what they hold.
   uint64_t in_way = 0;
   auto way_ok = [&](uint64_t from, uint64_t to) {
     auto it = ring_.lower_bound(from);
@@ -521,7 +557,8 @@ bool DiskBlockStore::place_locked(const BlockInfo& info, uint64_t seq, uint64_t 
                                   std::vector<std::pair<uint64_t, uint64_t>>& freed) {
   const uint64_t quota = static_cast<uint64_t>(options_.quota_bytes);
   if (bytes > quota || bytes > ring_bytes_) return false;
-  if (resident_.count(IndexKey{info.key, info.kind}) != 0) {
+  const bool copy = resident_.count(IndexKey{info.key, info.kind}) != 0;
+  if (copy) {
     // A second copy of what RAM holds: never at the price of a sole copy, and not above the hourly limit.
     if (written_last_hour_locked() > options_.copy_limit_per_hour) {
       ++stats_.copies_paused;
@@ -546,16 +583,22 @@ bool DiskBlockStore::place_locked(const BlockInfo& info, uint64_t seq, uint64_t 
   for (auto it = ring_.lower_bound(head_); it != ring_.end() && it->first < head_ + bytes; it = ring_.lower_bound(head_))
     evict_locked(it->first, freed);
   // The quota (spec 5.4): the oldest redundant record first (written ones: the current batch's are
-  // not), then the oldest of all: those after the head, then those from the ring's start.
+  // not), then the least recently used sole record.
   while (static_cast<uint64_t>(stats_.bytes_used) + bytes > quota) {
     std::optional<uint64_t> victim;
+    auto ok = [&](uint64_t off) {
+      const Entry& e = ring_.at(off);
+      return e.durable && (!copy || redundant_locked(off, e));
+    };
     auto pick = [&](std::set<uint64_t>::const_iterator it, std::set<uint64_t>::const_iterator end) {
       for (; it != end && !victim; ++it)
-        if (ring_.at(*it).durable) victim = *it;
+        if (ok(*it)) victim = *it;
     };
     const auto from = redundant_.lower_bound(head_ + bytes);
     pick(from, redundant_.cend());
     pick(redundant_.cbegin(), from);
+    for (auto it = sole_lru_.begin(); it != sole_lru_.end() && !victim; ++it)
+      if (ok(it->second)) victim = it->second;
     if (!victim) {
       auto it = ring_.lower_bound(head_ + bytes);
       if (it == ring_.end()) it = ring_.begin();
@@ -565,20 +608,20 @@ bool DiskBlockStore::place_locked(const BlockInfo& info, uint64_t seq, uint64_t 
     evict_locked(*victim, freed);
   }
   offset = head_;
+  use_bytes_ += bytes;
   insert_locked(offset, Entry{IndexKey{info.key, info.kind}, info.parent, seq, bytes, false});
   head_ += bytes;
   return true;
 }
 
 void DiskBlockStore::insert_locked(uint64_t offset, const Entry& e) {
-  ring_.emplace(offset, e);
+  auto [slot, placed] = ring_.emplace(offset, e);
+  slot->second.last_use = use_bytes_;  // the write is its last use so far
   auto [ix, added] = index_.try_emplace(e.id, offset);
-  if (!added) {
-    // A fresher copy: the old one is garbage now, the first to go.
-    set_redundant_locked(ix->second, ring_.at(ix->second), true);
-    ix->second = offset;
-  }
-  if (resident_.count(e.id) != 0) set_redundant_locked(offset, e, true);
+  const uint64_t old = ix->second;
+  ix->second = offset;
+  if (!added) classify_locked(old);  // a fresher copy: the old one is garbage now, the first to go
+  classify_locked(offset);
   if (e.id.kind == BlockKind::kKvPage) children_[e.parent].insert(e.id.key);
   (e.id.kind == BlockKind::kKvPage ? stats_.kv_records : stats_.state_records) += 1;
   ++stats_.records;
@@ -604,7 +647,7 @@ void DiskBlockStore::evict_locked(uint64_t offset, std::vector<std::pair<uint64_
     first = false;
     const uint64_t off = it->first;
     freed.emplace_back(off, e.bytes);
-    set_redundant_locked(off, e, false);
+    unfile_locked(off, e);
     ring_.erase(it);
     auto ix = index_.find(e.id);
     if (ix == index_.end() || ix->second != off) continue;  // an older copy: nothing hangs off it

@@ -15,10 +15,13 @@
 //
 // Residency (BlockStore::set_resident): records of blocks the RAM tier holds, and old copies a
 // fresher one superseded, are redundant. The quota takes the oldest redundant record first, then the
-// oldest; a redundant record leaves without the chain under it (RAM reaches it). A write of a block
-// RAM holds (a copy) may only displace redundant records, in the ring's way or for the quota: when
-// it would have to take a sole copy it is refused (`copies_yielded`), and copies pause while more
-// than copy_limit_per_hour bytes were written in the last hour (spec 5.6: 128 GiB).
+// least recently used sole record (used: written, dropped by RAM again, put again), so a record read
+// back and dropped again stays without being rewritten; a record is rewritten (put, refresh) only
+// when the ring's head is about to reach it (written more than 3/4 of the ring ago). A redundant
+// record leaves without the chain under it (RAM reaches it). A write of a block
+// RAM holds (a copy: write-behind) may only displace redundant records, in the ring's way or for
+// the quota: when it would have to take a sole copy it is refused (`copies_yielded`). Copies also
+// pause while more than copy_limit_per_hour bytes were written in the last hour (spec 5.6: 128 GiB).
 //
 // Threads: put() copies the block into a bounded queue and returns (false when the queue is full
 // or the store is disabled); one writer thread drains the queue in batches (one pwrite per run of
@@ -63,6 +66,12 @@ struct DiskStoreOptions {
   int64_t queue_bytes = 0;            // queued bytes before put() refuses; 0: quota/4 in [8, 64] MiB
   std::chrono::milliseconds lock_wait{0};  // persistent: wait for another owner this long
   int64_t copy_limit_per_hour = int64_t{128} << 30;  // copies pause above this many bytes written/hour
+  // Persistent (spec 5.6): after an unclean exit the store serves on probation this long; when the
+  // process dies again within it, the next start empties the cache (it may be what kills it).
+  std::chrono::milliseconds probation{60000};
+  // Persistent: other namespace folders of the cache root unused this long are deleted at open
+  // (a folder another process holds is left alone); 0 = never.
+  std::chrono::hours unused_namespace_age{24 * 14};
 };
 
 class DiskBlockStore final : public BlockStore {
@@ -101,6 +110,17 @@ class DiskBlockStore final : public BlockStore {
   // Test hook: the writer stops taking batches (queued blocks stay queued) until resumed.
   void pause_writer_for_test(bool paused);
 
+  // Persistent: what open() found and did (spec 5.6), for the start-up lines.
+  struct Housekeeping {
+    bool unclean_exit = false;       // the last process using the folder did not stop cleanly
+    bool emptied = false;            // ...and it had started on probation: the cache was emptied
+    int64_t removed_namespaces = 0;  // other namespace folders unused for unused_namespace_age
+    int64_t removed_bytes = 0;
+  };
+  const Housekeeping& housekeeping() const { return housekeeping_; }
+  // Whether the store is serving on probation now (after an unclean exit, for options.probation).
+  bool on_probation() const;
+
  private:
   struct IndexKey {
     BlockKey key;
@@ -116,6 +136,7 @@ class DiskBlockStore final : public BlockStore {
     uint64_t seq = 0;
     uint64_t bytes = 0;  // aligned size
     bool durable = false;  // written; before that get() serves the queued copy
+    uint64_t last_use = 0;  // use_bytes_ at its write, or when RAM dropped (or put) the block since
   };
   struct Pending {  // one queued put()
     BlockInfo info;
@@ -126,6 +147,12 @@ class DiskBlockStore final : public BlockStore {
 
   explicit DiskBlockStore(const DiskStoreOptions& options);
   Status open_persistent(OpenFailure* failure);
+  // Persistent, under the folder's lock, before the rescan: the unclean-exit markers (`running`,
+  // `probation`), emptying the ring after a failed probation, and the age of other namespaces.
+  Status start_housekeeping();
+  void remove_old_namespaces();
+  // The writer thread, once probation_until_ has passed: the probation marker goes.
+  void end_probation_locked();
   Status rescan();
   void writer_loop();
   void reader_loop();
@@ -138,7 +165,12 @@ class DiskBlockStore final : public BlockStore {
   bool copy_fits_locked(uint64_t bytes) const;
   // Under mu_: the record at `offset` is redundant (RAM holds its block, or a newer copy exists).
   bool redundant_locked(uint64_t offset, const Entry& e) const;
-  void set_redundant_locked(uint64_t offset, const Entry& e, bool redundant);
+  // Under mu_: files the record at `offset` among the redundant or the sole records (after a change
+  // of residency, index or use); unfile_locked takes it out of both (eviction).
+  void classify_locked(uint64_t offset);
+  void unfile_locked(uint64_t offset, const Entry& e);
+  // Under mu_: the indexed record of `id` was used (RAM dropped it, or it was put again).
+  void touch_locked(const IndexKey& id);
   // Under mu_: bytes written in the last hour (minute buckets); note_written_locked adds some now.
   int64_t written_last_hour_locked() const;
   void note_written_locked(int64_t bytes);
@@ -176,6 +208,11 @@ class DiskBlockStore final : public BlockStore {
   std::unordered_set<IndexKey, IndexKeyHash> resident_;  // blocks the RAM tier holds (set_resident)
   std::set<uint64_t> redundant_;  // offsets of redundant records: the quota's first victims
   uint64_t redundant_bytes_ = 0;
+  std::set<std::pair<uint64_t, uint64_t>> sole_lru_;  // (last_use, offset) of the other records
+  uint64_t use_bytes_ = 0;  // the use clock: bytes placed so far (+1 per use without a write)
+  Housekeeping housekeeping_;
+  std::chrono::steady_clock::time_point probation_until_{};  // epoch: not on probation
+  bool probation_ = false;
   std::deque<std::pair<int64_t, int64_t>> written_minutes_;  // (minute since start, bytes written)
   std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
   uint64_t queued_bytes_ = 0;

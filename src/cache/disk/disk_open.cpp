@@ -57,6 +57,7 @@ Status DiskBlockStore::open_persistent(OpenFailure* failure) {
     if (!f) return make_error("cannot write ", ns_dir_, "/namespace.txt");
   }
   file_name_ = ns_dir_ + "/blocks.ring";
+  SPLASH_TRY_STATUS(start_housekeeping());
   SPLASH_TRY(fd_, disk::open_file(file_name_));
   punch_ = disk::punch_hole_supported(ns_dir_);
   const uint64_t quota = static_cast<uint64_t>(options_.quota_bytes);
@@ -188,6 +189,17 @@ Status DiskBlockStore::rescan() {
   }
   for (const auto& [off, e] : ring_)
     if (e.id.kind == BlockKind::kKvPage && !has_child.count(e.id.key)) ++stats_.restored_points;
+  // The use clock in write order (what the previous process knew of later uses is gone).
+  std::vector<std::pair<uint64_t, uint64_t>> by_seq;
+  for (const auto& [off, e] : ring_) by_seq.emplace_back(e.seq, off);
+  std::sort(by_seq.begin(), by_seq.end());
+  for (const auto& [seq, off] : by_seq) {
+    Entry& e = ring_.at(off);
+    unfile_locked(off, e);
+    use_bytes_ += e.bytes;
+    e.last_use = use_bytes_;
+    classify_locked(off);
+  }
   stats_.restored_records = stats_.records;
   stats_.restored_bytes = stats_.bytes_used;
   stats_.left_behind = left_behind;
@@ -230,6 +242,20 @@ Result<DiskTier> open_disk_tier(const DiskTierConfig& config) {
     auto s = DiskBlockStore::open(o, &failure);
     if (s.ok()) {
       const BlockStoreStats st = (*s)->stats();
+      const DiskBlockStore::Housekeeping& h = (*s)->housekeeping();
+      if (h.removed_namespaces > 0)
+        tier.lines.push_back(str_cat("Persistent cache ", config.cache_dir, ": removed ", h.removed_namespaces,
+                                     " namespace folder(s) unused for ", o.unused_namespace_age.count() / 24,
+                                     " days (", mib(h.removed_bytes), ")."));
+      if (h.emptied)
+        tier.lines.push_back(str_cat("Persistent cache ", (*s)->directory(),
+                                     ": the previous start, after an unclean exit, did not survive its probation;"
+                                     " the cache was emptied."));
+      else if (h.unclean_exit)
+        tier.lines.push_back(str_cat("Persistent cache ", (*s)->directory(),
+                                     ": the last run did not stop cleanly; serving on probation for ",
+                                     o.probation.count() / 1000.0,
+                                     " s (if this process dies within it, the next start empties the cache)."));
       tier.lines.push_back(str_cat("Persistent cache ", (*s)->directory(), ": took back ", st.restored_points,
                                    " restore points over ", st.restored_kv_blocks, " KV blocks (",
                                    mib(st.restored_bytes), "); left ", st.left_behind, " copies behind."));

@@ -66,6 +66,7 @@ nlohmann::json disk_json(const std::optional<BlockStoreStats>& d, const PrefixCa
       {"copies_yielded", z.copies_yielded},
       {"copies_paused", z.copies_paused},
       {"written_last_hour_bytes", z.written_last_hour},
+      {"probation", z.probation},
       {"taken_back",
        {{"states", z.restored_states},
         {"kv_blocks", z.restored_kv_blocks},

@@ -7,6 +7,8 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
+
 #include <chrono>
 #include <thread>
 
@@ -294,6 +296,117 @@ TEST(DiskPersist, KillNineInTheMiddleOfWrites) {
   for (const Block& b : fresh) put(*s, b);
   s->flush();
   for (const Block& b : fresh) EXPECT_TRUE(get_ok(*s, b));
+}
+
+// Spec 5.6: after an unclean exit the next start serves on probation; when that process dies again
+// within it, the start after it empties the cache; a probation served to its end (or a clean stop)
+// makes the folder trusted again.
+TEST(DiskPersist, ProbationAfterAnUncleanExit) {
+  TempDir dir;
+  const int64_t quota = 8 << 20;
+  // A child opens the folder (with `probation`), writes a chain, says so, and is killed.
+  auto killed_child = [&](std::chrono::milliseconds probation) {
+    const std::string ready = dir.path() + "/ready";
+    fs::remove(ready);
+    const pid_t child = ::fork();
+    if (child == 0) {
+      DiskStoreOptions o;
+      o.quota_bytes = quota;
+      o.namespace_description = kNamespace;
+      o.persistent = true;
+      o.dir = dir.path();
+      o.probation = probation;
+      auto s = DiskBlockStore::open(o);
+      if (!s.ok()) ::_exit(3);
+      for (const Block& b : make_chain(4, 20000)) put(**s, b);
+      (*s)->flush();
+      std::ofstream(ready) << "ok";
+      for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
+    }
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (!fs::exists(ready) && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    ::kill(child, SIGKILL);
+    int status = 0;
+    ::waitpid(child, &status, 0);
+    return fs::exists(ready);
+  };
+  auto open_with = [&](std::chrono::milliseconds probation) {
+    DiskStoreOptions o;
+    o.quota_bytes = quota;
+    o.namespace_description = kNamespace;
+    o.persistent = true;
+    o.dir = dir.path();
+    o.probation = probation;
+    auto s = DiskBlockStore::open(o);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    return s.ok() ? std::move(*s) : nullptr;
+  };
+  // 1. Killed once: the next start serves on probation, with everything taken back.
+  ASSERT_TRUE(killed_child(std::chrono::seconds(60)));
+  {
+    auto s = open_with(std::chrono::milliseconds(300));
+    ASSERT_TRUE(s);
+    EXPECT_TRUE(s->housekeeping().unclean_exit);
+    EXPECT_FALSE(s->housekeeping().emptied);
+    EXPECT_TRUE(s->on_probation());
+    EXPECT_TRUE(fs::exists(s->directory() + "/probation"));
+    EXPECT_EQ(s->stats().restored_kv_blocks, 4);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (s->on_probation() && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    EXPECT_FALSE(s->on_probation()) << "served its probation";
+    EXPECT_FALSE(fs::exists(s->directory() + "/probation"));
+  }
+  // A clean stop: trusted.
+  {
+    auto s = open_with(std::chrono::seconds(60));
+    ASSERT_TRUE(s);
+    EXPECT_FALSE(s->housekeeping().unclean_exit);
+    EXPECT_FALSE(s->on_probation());
+  }
+  // 2. Killed, then killed again within the probation that followed: the next start empties it.
+  ASSERT_TRUE(killed_child(std::chrono::seconds(60)));
+  ASSERT_TRUE(killed_child(std::chrono::seconds(60)));  // on probation when killed
+  auto s = open_with(std::chrono::seconds(60));
+  ASSERT_TRUE(s);
+  EXPECT_TRUE(s->housekeeping().emptied);
+  EXPECT_FALSE(s->on_probation());
+  EXPECT_EQ(s->stats().restored_kv_blocks, 0);
+  EXPECT_EQ(s->stats().records, 0);
+  for (const Block& b : make_chain(4, 20000)) EXPECT_FALSE(s->contains(b.info.key, BlockKind::kKvPage));
+}
+
+// Spec 5.6: namespace folders of the cache root unused for 14 days are deleted at open, unless
+// another process holds one; anything else in the root is left alone.
+TEST(DiskPersist, NamespacesUnusedForTwoWeeksAreRemoved) {
+  TempDir dir;
+  const auto now = fs::file_time_type::clock::now();
+  auto make_ns = [&](const std::string& name, std::chrono::hours age) {
+    const fs::path p = fs::path(dir.path()) / name;
+    fs::create_directories(p);
+    std::ofstream(p / "blocks.ring") << std::string(10000, 'x');
+    std::ofstream(p / "last_used") << "x";
+    fs::last_write_time(p / "last_used", now - age);
+    return p;
+  };
+  const fs::path old_ns = make_ns("0123456789abcdef0123456789abcdef", std::chrono::hours(24 * 15));
+  const fs::path recent = make_ns("fedcba9876543210fedcba9876543210", std::chrono::hours(24 * 13));
+  const fs::path held = make_ns("00000000000000000000000000000001", std::chrono::hours(24 * 30));
+  const fs::path other = make_ns("not-a-namespace", std::chrono::hours(24 * 30));
+  disk::DirLock lock;  // another server's
+  std::string error;
+  ASSERT_EQ(disk::DirLock::try_lock((held / "lock").string(), std::chrono::milliseconds(0), lock, error),
+            disk::DirLock::Outcome::kLocked);
+  auto s = open_store(dir.path(), 1 << 20, true);
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->housekeeping().removed_namespaces, 1);
+  EXPECT_GT(s->housekeeping().removed_bytes, 0);
+  EXPECT_FALSE(fs::exists(old_ns));
+  EXPECT_TRUE(fs::exists(recent));
+  EXPECT_TRUE(fs::exists(held));
+  EXPECT_TRUE(fs::exists(other));
+  EXPECT_TRUE(fs::exists(s->directory())) << "its own folder";
 }
 
 }  // namespace

@@ -118,5 +118,29 @@ TEST(DiskResidency, CopiesPauseAboveTheHourlyWriteLimit) {
   EXPECT_TRUE(s->contains(blocks[5].info.key, BlockKind::kKvPage));
 }
 
+// The quota takes the least recently used sole record, not the oldest written: a record RAM read back
+// and dropped again (or that was put again) stays, without being written again.
+TEST(DiskResidency, QuotaTakesTheLeastRecentlyUsedSoleRecordWithoutRewriting) {
+  TempDir dir;
+  auto s = open_store(dir.path(), kQuota, false);
+  ASSERT_TRUE(s);
+  const auto sole = make_singles(17, kPayload);
+  for (const Block& b : sole) ASSERT_TRUE(put(*s, b));
+  s->flush();
+  resident(*s, sole[0]);         // read back into RAM...
+  resident(*s, sole[0], false);  // ...and dropped again: used just now
+  EXPECT_TRUE(put(*s, sole[1])) << "put again: stored recently, nothing to write, but used";
+  s->flush();
+  EXPECT_EQ(s->stats().records_written, 17) << "no rewrite";
+  for (const Block& b : make_singles(2, kPayload, 70000)) ASSERT_TRUE(put(*s, b));
+  s->flush();
+  EXPECT_TRUE(get_ok(*s, sole[0]));
+  EXPECT_TRUE(get_ok(*s, sole[1]));
+  EXPECT_FALSE(s->contains(sole[2].info.key, BlockKind::kKvPage)) << "the least recently used went";
+  EXPECT_FALSE(s->contains(sole[3].info.key, BlockKind::kKvPage));
+  EXPECT_TRUE(s->contains(sole[4].info.key, BlockKind::kKvPage));
+  EXPECT_EQ(s->stats().records_written, 19);
+}
+
 }  // namespace
 }  // namespace splash
