@@ -166,7 +166,8 @@ class PrefixCache {
   // tokens[0, n_tokens) of chain (a multiple of 32, published; with a checkpoint group, where a
   // checkpoint was just published) is its conversation's newest restore point: due at now + delay.
   // Pending points of shorter prefixes of the chain are superseded (dropped unwritten); noting the
-  // same point again keeps its due time.
+  // same point again keeps its due time. A chain superseded again and again is due at the latest 3
+  // delays after its first unwritten point (a long generation).
   void note_restore_point(const BlockChain& chain, int64_t n_tokens, Clock::time_point now);
   // Offers the blocks of due points to the disk tier, root first, about write_behind_step_bytes per
   // call (the store's queue is bounded; the writer thread does the I/O), and counts points the
@@ -215,6 +216,7 @@ class PrefixCache {
   using Index = std::unordered_map<BlockKey, Entry, BlockKeyHash>;
   struct RestorePoint {
     Clock::time_point due;
+    Clock::time_point first;     // when the oldest point it superseded (or itself) was noted
     int64_t offered = 0;         // blocks of its chain offered so far, root first
     bool state_offered = false;
     uint64_t ticket = 0;         // offered whole: durable once the store's finished_puts() reaches it

@@ -18,16 +18,22 @@ void PrefixCache::note_restore_point(const BlockChain& chain, int64_t n_tokens, 
   const BlockKey& key = chain.keys[static_cast<size_t>(depth - 1)];
   if (!index_.contains(key)) return;  // not published (a collision): nothing to restore from
   // A shorter prefix of this chain waiting to be written is the same conversation's older point.
+  Clock::time_point first = now;
   for (int64_t d = 0; d + 1 < depth && !points_.empty(); ++d) {
     auto it = points_.find(chain.keys[static_cast<size_t>(d)]);
     if (it == points_.end() || it->second.flushing) continue;
+    first = std::min(first, it->second.first);
     points_.erase(it);
     ++stats_.write_behind_superseded;
     --stats_.write_behind_waiting;
   }
   auto [it, added] = points_.try_emplace(key);
   if (!added) return;
-  it->second.due = now + options_.write_behind_delay;
+  // Due the delay after its publication; but a conversation that keeps superseding its point (a
+  // long generation publishes every 32 tokens) is written at the latest 3 delays after its first
+  // unwritten point, so it is not left out until it ends.
+  it->second.first = first;
+  it->second.due = std::min(now + options_.write_behind_delay, first + 3 * options_.write_behind_delay);
   next_due_ = std::min(next_due_, it->second.due);
   ++stats_.write_behind_waiting;
 }

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "engine/cache_namespace.h"
 #include "engine/scheduler_impl.h"
 
 namespace splash {
@@ -103,14 +104,10 @@ EngineImpl::EngineImpl(const Model& model, const Tokenizer& tokenizer, const Eng
     metrics_.draft_method = std::string(options_.drafter->method());
   }
   if (options_.prefix_cache) {
-    const ModelConfig& c = model_.config();
     PrefixCacheOptions co;
-    co.namespace_description = make_cache_namespace(
-        c.architecture,
-        str_cat("vocab=", c.n_vocab, ",embd=", c.n_embd, ",layers=", c.n_layer, ",heads=", c.n_head, ",kv_heads=",
-                c.n_head_kv, ",head_dim=", c.head_dim, ",ff=", c.n_ff, ",experts=", c.n_expert, ",rope=", c.rope_theta,
-                ",linear_layers=", c.layer_kinds.size()),
-        options_.cache_identity, kv_.config());
+    // The same description the disk tier was opened with (serve): one function, so a change to it
+    // cannot leave the disk's chains unreachable from the engine's root.
+    co.namespace_description = engine_cache_namespace(model_, options_.cache_identity, options_.kv_format);
     co.recurrent_floats = model_.recurrent_state_floats();
     co.max_checkpoint_bytes = options_.max_checkpoint_bytes;
     co.disk = options_.cache_store;

@@ -378,5 +378,41 @@ TEST(PrefixCacheDisk, PrefetchReadsBackInBatchesOffTheCallersThread) {
   EXPECT_EQ(pool.kv_pages_used(), cache.stats().kv_pages) << "the prefetch's lease is gone";
 }
 
+// A conversation that keeps superseding its restore point (a long generation publishes a deeper one
+// every 32 tokens) is still written behind: at the latest 3 delays after its first unwritten point.
+TEST(PrefixCacheDisk, WriteBehindOfALongGenerationIsNotPostponedForever) {
+  using Clock = PrefixCache::Clock;
+  using std::chrono::milliseconds;
+  TempDir dir;
+  KvPagePool pool = *KvPagePool::create(small_config(128));
+  auto store = open_store(dir.path() + "/cache", 32 << 20, /*persistent=*/true);
+  ASSERT_TRUE(store);
+  PrefixCacheOptions o;
+  o.namespace_description = kNamespace;
+  o.disk = store.get();
+  o.write_behind_delay = milliseconds(10000);
+  PrefixCache cache(pool, o);
+  const auto a = seq_tokens(100 * T + 7, 70000);
+  KvPageTable ta = prefill(pool, a);
+  BlockChain chain;
+  cache.publish(a, ta, chain);
+  const Clock::time_point t0 = Clock::now();
+  // A deeper point every 5 s: each supersedes the last before its 10 s delay.
+  for (int i = 0; i <= 6; ++i) cache.note_restore_point(chain, (66 + i) * T, t0 + milliseconds(5000 * i));
+  EXPECT_EQ(cache.stats().write_behind_superseded, 6);
+  EXPECT_EQ(cache.write_behind(t0 + milliseconds(29000)), t0 + milliseconds(30000)) << "3 delays after the first";
+  store->flush();
+  EXPECT_EQ(store->stats().records_written, 0);
+  Clock::time_point t = t0 + milliseconds(30000);
+  for (int i = 0; i < 200 && cache.stats().write_behind_waiting > 0; ++i) {
+    cache.write_behind(t);
+    store->flush();
+    t += milliseconds(20);
+  }
+  EXPECT_EQ(cache.stats().write_behind_durable, 1);
+  EXPECT_EQ(store->stats().kv_records, 72);
+  pool.release(ta);
+}
+
 }  // namespace
 }  // namespace splash
