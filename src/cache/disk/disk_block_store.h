@@ -248,6 +248,9 @@ struct DiskTierConfig {
   std::string temp_dir;   // temporary files ($TMPDIR, else /tmp)
   std::string namespace_description;
   std::chrono::milliseconds lock_wait{20000};
+  // Bytes of one recurrent-state checkpoint (0: attention-only). A quota that cannot hold one state
+  // record turns the tier off (spec 5.4): restore points of such a model could never be stored.
+  int64_t state_bytes = 0;
 };
 struct DiskTier {
   std::unique_ptr<DiskBlockStore> store;

@@ -29,6 +29,8 @@ std::string mib(int64_t bytes) {
   return buf;
 }
 
+constexpr size_t kKvPageTokensForState = 32;  // a state record carries its block's 32 token ids
+
 struct Found {
   uint64_t offset = 0;
   disk::RecordHeader h;
@@ -231,6 +233,14 @@ std::string default_cache_dir(const char* xdg_cache_home, const char* home) {
 Result<DiskTier> open_disk_tier(const DiskTierConfig& config) {
   DiskTier tier;
   if (config.quota_bytes <= 0) return tier;
+  if (config.state_bytes > 0) {
+    const uint64_t state_record = disk::record_bytes(kKvPageTokensForState, static_cast<size_t>(config.state_bytes));
+    if (state_record > static_cast<uint64_t>(config.quota_bytes)) {
+      tier.lines.push_back(str_cat("SSD cache: the quota (", mib(config.quota_bytes), ") is smaller than one restore state (",
+                                   mib(static_cast<int64_t>(state_record)), "); the SSD tier is off."));
+      return tier;
+    }
+  }
   DiskStoreOptions o;
   o.quota_bytes = config.quota_bytes;
   o.namespace_description = config.namespace_description;

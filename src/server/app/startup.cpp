@@ -118,8 +118,10 @@ std::string mib_text(uint64_t bytes) {
 
 // The disk tier from the SSD cache flags, with its console lines. auto (spec 5.5): on only when the
 // plan cannot hold one full-context request, quota min(free space of the temp volume / 10, 16 GiB).
-Result<DiskTier> open_ssd_cache(const ServeOptions& options, const MemoryPlan& plan, const std::string& ns) {
+Result<DiskTier> open_ssd_cache(const ServeOptions& options, const MemoryPlan& plan, const std::string& ns,
+                                int64_t state_bytes) {
   DiskTierConfig c;
+  c.state_bytes = state_bytes;
   c.persistent = options.persistent_cache;
   c.cache_dir = options.cache_dir;
   c.temp_dir = options.temp_dir.empty() ? "/tmp" : options.temp_dir;
@@ -147,8 +149,11 @@ Result<DiskTier> open_ssd_cache(const ServeOptions& options, const MemoryPlan& p
   auto tier = open_disk_tier(c);
   if (!tier.ok()) return make_error("SSD cache: ", tier.error_message());
   for (const std::string& line : tier->lines) std::printf("%s\n", line.c_str());
-  std::printf("SSD cache: %s for KV pages of %.0f KiB in %s\n", mib_text(static_cast<uint64_t>(c.quota_bytes)).c_str(),
-              static_cast<double>(plan.kv_page_bytes) / 1024.0,
+  if (!tier->store) return tier;  // off (a quota below one restore state): the line said why
+  const std::string states =
+      state_bytes > 0 ? str_cat(" and states of ", mib_text(static_cast<uint64_t>(state_bytes))) : std::string();
+  std::printf("SSD cache: %s for KV pages of %.0f KiB%s in %s\n", mib_text(static_cast<uint64_t>(c.quota_bytes)).c_str(),
+              static_cast<double>(plan.kv_page_bytes) / 1024.0, states.c_str(),
               tier->store->persistent() ? tier->store->directory().c_str()
                                         : (c.temp_dir + " (temporary, unlinked)").c_str());
   std::fflush(stdout);
@@ -340,7 +345,8 @@ int serve(const ServeOptions& options) {
   // SSD cache (spec 5.4-5.6): opened before the engine, whose prefix cache hands it evicted pages.
   EngineOptions eopts;
   eopts.cache_identity = weights_identity(files->path());
-  auto disk = open_ssd_cache(options, plan, engine_cache_namespace(*model, eopts.cache_identity, options.kv_format));
+  auto disk = open_ssd_cache(options, plan, engine_cache_namespace(*model, eopts.cache_identity, options.kv_format),
+                             model->recurrent_state_floats() * int64_t{sizeof(float)});
   if (!disk.ok()) return fail(disk.error_message());
   eopts.cache_store = disk->store.get();
   eopts.cache_write_behind_delay = options.cache_write_behind;

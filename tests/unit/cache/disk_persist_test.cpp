@@ -100,6 +100,19 @@ TEST(DiskPersist, ServeTierPrintsTheTakeBackLine) {
   auto off = open_disk_tier(c);
   ASSERT_TRUE(off.ok());
   EXPECT_EQ(off->store, nullptr);
+  // A hybrid whose one restore state does not fit the quota: the tier is off, and the line says why.
+  c.quota_bytes = 8 << 20;
+  c.state_bytes = 9 << 20;
+  auto small = open_disk_tier(c);
+  ASSERT_TRUE(small.ok());
+  EXPECT_EQ(small->store, nullptr);
+  ASSERT_EQ(small->lines.size(), 1u);
+  EXPECT_NE(small->lines[0].find("is smaller than one restore state"), std::string::npos) << small->lines[0];
+  c.state_bytes = 1 << 20;
+  auto fits = open_disk_tier(c);
+  ASSERT_TRUE(fits.ok());
+  EXPECT_NE(fits->store, nullptr);
+  c.state_bytes = 0;
   EXPECT_EQ(default_cache_dir("/x/cache", "/home/u"), "/x/cache/splash/prefix-cache");
   EXPECT_EQ(default_cache_dir(nullptr, "/home/u"), "/home/u/.cache/splash/prefix-cache");
   EXPECT_EQ(default_cache_dir("relative", "/home/u"), "/home/u/.cache/splash/prefix-cache");
