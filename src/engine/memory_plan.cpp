@@ -48,6 +48,7 @@ MemoryPlan plan_memory(const MemoryPlanInputs& in) {
   p.shared_decode_bytes = in.decode_arena_bytes;
   p.pipeline_reserve_bytes = kPipelineReserveBytes;
   p.runtime_reserve_bytes = kRuntimeReserveBytes;
+  p.cache_reserve_bytes = in.cache_reserve_bytes;
   p.lane_state_bytes = in.lane_state_bytes;
   p.kv_page_bytes = in.kv_page_bytes;
   p.model_window = in.model_window;
@@ -69,7 +70,7 @@ MemoryPlan plan_memory(const MemoryPlanInputs& in) {
 
   Checked fixed;
   fixed.add(in.weights_bytes).add(in.prefill_arena_bytes).add(in.decode_arena_bytes);
-  fixed.add(kPipelineReserveBytes).add(kRuntimeReserveBytes);
+  fixed.add(kPipelineReserveBytes).add(kRuntimeReserveBytes).add(in.cache_reserve_bytes);
   uint64_t runway = 0;
   bool overflow = fixed.overflow || mul_overflows(kKvRunwayPages, in.kv_page_bytes, &runway);
   Checked minimum{fixed.v};
@@ -144,6 +145,7 @@ std::vector<MemoryPlan::Line> MemoryPlan::breakdown() const {
       {"shared_decode_bytes", "shared decode", opt(shared_decode_bytes), true, "none"},
       {"pipeline_reserve_bytes", "pipeline reserve", opt(pipeline_reserve_bytes), true, "none"},
       {"runtime_reserve_bytes", "allocator/runtime reserve", opt(runtime_reserve_bytes), true, "none"},
+      {"cache_reserve_bytes", "prefix cache reserve", opt(cache_reserve_bytes), true, "none"},
       {"fixed_runtime_bytes", "fixed runtime", opt(fixed_bytes), true, "none"},
       {"elastic_budget_bytes", "elastic state/KV budget", opt(dynamic_bytes), true, "none"},
       {"kv_page_bytes", "KV page", opt(kv_page_bytes), true, "none"},
@@ -195,10 +197,21 @@ uint64_t estimate_forward_scratch_bytes(const ModelConfig& c, int64_t rows, int6
   return rows_u * per_row_floats * 4 + logits + attention;
 }
 
-uint64_t estimate_lane_state_bytes(const ModelConfig& c) {
+uint64_t estimate_lane_state_bytes(const ModelConfig& c, uint64_t recurrent_state_bytes) {
   // Logits row, the sampler's probabilities and candidate index and the penalty counts over the
-  // vocabulary (4 arrays of 4 bytes), and a token history of the longest context (4 bytes a token).
-  return uint64_t{c.n_vocab} * 16 + static_cast<uint64_t>(kMaxContextTokens) * 4;
+  // vocabulary (4 arrays of 4 bytes), a token history of the longest context (4 bytes a token), and
+  // the recurrent state with its verify snapshot.
+  return uint64_t{c.n_vocab} * 16 + static_cast<uint64_t>(kMaxContextTokens) * 4 + 2 * recurrent_state_bytes;
+}
+
+uint64_t checkpoint_budget_bytes(uint64_t recurrent_state_bytes) {
+  return std::min<uint64_t>(uint64_t{1} << 30, 8 * recurrent_state_bytes);
+}
+
+uint64_t disk_tier_buffer_bytes(uint64_t quota_bytes) {
+  if (quota_bytes == 0) return 0;
+  constexpr uint64_t kMiB = uint64_t{1} << 20;
+  return std::clamp<uint64_t>(quota_bytes / 4, 8 * kMiB, 64 * kMiB) + 64 * kMiB;
 }
 
 std::string format_context_tokens(int64_t tokens) {

@@ -11,7 +11,7 @@
 //   margin  = max(1 GiB, 2% of MemTotal)                                        (S.1)
 //   hard    = min(MemAvailable, cgroup limit - usage) - margin, lowered by --max-memory
 //   fixed   = weights + shared prefill arena + shared decode arena + pipeline reserve (256 MiB)
-//             + runtime reserve (512 MiB)                                       (S.3)
+//             + runtime reserve (512 MiB) + prefix-cache reserve (checkpoints, SSD buffers)  (S.3)
 //   refused before anything loads if fixed + one lane's state + a 64-page KV runway > hard (S.2)
 //   dynamic = hard - fixed; one request's KV pages = (dynamic - lane state) / page bytes
 //   maximum_context_tokens = min(model window, 262144, pages * 32 - 7)          (S.4)
@@ -54,6 +54,9 @@ struct MemoryPlanInputs {
   uint64_t prefill_arena_bytes = 0;      // forward scratch of one prefill chunk (estimate_arenas)
   uint64_t decode_arena_bytes = 0;       // forward scratch of one decode step of every lane
   uint64_t lane_state_bytes = 0;         // per lane outside the KV pool (estimate_lane_state_bytes)
+  // Prefix-cache memory outside the KV pool: the recurrent-state checkpoint budget (hybrids) and the
+  // SSD tier's write queue and read batch (when it is on).
+  uint64_t cache_reserve_bytes = 0;
   uint64_t kv_page_bytes = 0;            // KvPagePool::page_bytes(model.kv_cache_config(format, 1))
   int64_t model_window = 0;              // Model::max_context()
   // For /status memory_plan.model.
@@ -82,6 +85,7 @@ struct MemoryPlan {
   uint64_t shared_decode_bytes = 0;
   uint64_t pipeline_reserve_bytes = 0;
   uint64_t runtime_reserve_bytes = 0;
+  uint64_t cache_reserve_bytes = 0;
   uint64_t fixed_bytes = 0;
   // Elastic part.
   uint64_t dynamic_bytes = 0;
@@ -127,9 +131,16 @@ MemoryPlan plan_memory(const MemoryPlanInputs& in);
 uint64_t estimate_forward_scratch_bytes(const ModelConfig& config, int64_t rows, int64_t logit_rows, int threads);
 
 // Per-lane state outside the KV pool: the lane's logits row, the sampler's candidate arrays over the
-// vocabulary, and its token history (sized for the longest context any plan serves, so the plan does
-// not depend on itself).
-uint64_t estimate_lane_state_bytes(const ModelConfig& config);
+// vocabulary, its token history (sized for the longest context any plan serves, so the plan does
+// not depend on itself), and on hybrids its recurrent state and the snapshot a verify step keeps.
+uint64_t estimate_lane_state_bytes(const ModelConfig& config, uint64_t recurrent_state_bytes = 0);
+
+// The prefix cache's memory outside the KV pool: the checkpoint budget of a hybrid (what
+// EngineOptions::max_checkpoint_bytes should be: min(1 GiB, 8 states); 0 for attention-only models).
+uint64_t checkpoint_budget_bytes(uint64_t recurrent_state_bytes);
+// The SSD tier's buffers: its write queue (a quarter of the quota in [8, 64] MiB) and one read batch
+// (64 MiB); 0 when quota_bytes is 0.
+uint64_t disk_tier_buffer_bytes(uint64_t quota_bytes);
 
 // "256K" when divisible by 1024, else comma-grouped ("61,433"): the Ready line's context.
 std::string format_context_tokens(int64_t tokens);

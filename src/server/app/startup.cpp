@@ -321,7 +321,13 @@ int serve(const ServeOptions& options) {
   const int64_t decode_rows = int64_t{kMaxLanes} * (drafter->source ? drafter->block : 1);
   in.prefill_arena_bytes = estimate_forward_scratch_bytes(cfg, chunk + decode_rows, kMaxLanes, threads);
   in.decode_arena_bytes = estimate_forward_scratch_bytes(cfg, decode_rows, kMaxLanes, threads);
-  in.lane_state_bytes = estimate_lane_state_bytes(cfg);
+  const uint64_t state_bytes = static_cast<uint64_t>(model->recurrent_state_floats()) * sizeof(float);
+  in.lane_state_bytes = estimate_lane_state_bytes(cfg, state_bytes);
+  // The SSD tier's buffers when it will be on (an explicit quota, or --persistent-cache's auto one;
+  // the automatic tier of a machine short of memory is decided after the plan and not reserved).
+  const uint64_t disk_quota_hint = options.max_cache_disk ? *options.max_cache_disk
+                                   : options.persistent_cache ? uint64_t{16} << 30 : 0;
+  in.cache_reserve_bytes = checkpoint_budget_bytes(state_bytes) + disk_tier_buffer_bytes(disk_quota_hint);
   in.kv_page_bytes = static_cast<uint64_t>(KvPagePool::page_bytes(model->kv_cache_config(options.kv_format, 1)));
   in.model_window = model->max_context();
   in.attention_layers = static_cast<int>(cfg.n_layer);
@@ -350,6 +356,7 @@ int serve(const ServeOptions& options) {
   if (!disk.ok()) return fail(disk.error_message());
   eopts.cache_store = disk->store.get();
   eopts.cache_write_behind_delay = options.cache_write_behind;
+  eopts.max_checkpoint_bytes = static_cast<int64_t>(checkpoint_budget_bytes(state_bytes));
   eopts.lanes = std::min(plan.lanes, options.queue_size);
   eopts.queue_size = options.queue_size;
   eopts.kv_pages = plan.kv_pool_pages;

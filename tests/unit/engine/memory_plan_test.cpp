@@ -256,6 +256,33 @@ TEST(MemoryPlan, CgroupLowerThanMemAvailableSetsTheBudget) {
   EXPECT_EQ(p.hard_budget_bytes, 5 * kGiB - 64 * kGiB / 50);
 }
 
+// The prefix cache's memory outside the pool (checkpoints of a hybrid, SSD buffers) is a fixed cost:
+// the same budget leaves that much less for KV pages, and the breakdown names it.
+TEST(MemoryPlan, PrefixCacheReserveIsAFixedCost) {
+  MemoryPlanInputs in = inputs(8 * kGiB, 4 * kGiB);
+  in.kv_page_bytes = 307200;
+  in.model_window = 1 << 20;
+  const MemoryPlan without = plan_memory(in);
+  const uint64_t state = 40 * kMiB;
+  EXPECT_EQ(checkpoint_budget_bytes(state), 320 * kMiB);
+  EXPECT_EQ(checkpoint_budget_bytes(200 * kMiB), 1 * kGiB) << "at most 1 GiB";
+  EXPECT_EQ(checkpoint_budget_bytes(0), 0u) << "attention-only: no checkpoints";
+  EXPECT_EQ(disk_tier_buffer_bytes(0), 0u);
+  EXPECT_EQ(disk_tier_buffer_bytes(16 * kMiB), 8 * kMiB + 64 * kMiB);
+  EXPECT_EQ(disk_tier_buffer_bytes(8 * kGiB), 64 * kMiB + 64 * kMiB);
+  in.lane_state_bytes = estimate_lane_state_bytes(ModelConfig{}, state);
+  EXPECT_EQ(in.lane_state_bytes, estimate_lane_state_bytes(ModelConfig{}) + 2 * state);
+  in.cache_reserve_bytes = checkpoint_budget_bytes(state) + disk_tier_buffer_bytes(8 * kGiB);
+  const MemoryPlan with = plan_memory(in);
+  ASSERT_TRUE(with.valid) << with.error;
+  EXPECT_EQ(with.fixed_bytes, without.fixed_bytes + 448 * kMiB);
+  EXPECT_LT(with.kv_pages_one_request, without.kv_pages_one_request);
+  bool named = false;
+  for (const MemoryPlan::Line& l : with.breakdown())
+    if (l.key == "cache_reserve_bytes") named = l.value == 448 * kMiB;
+  EXPECT_TRUE(named);
+}
+
 TEST(MemoryPlan, TinyBudgetIsRefusedWithTheDeficit) {
   MemoryPlanInputs in = inputs(4 * kGiB, 2 * kGiB);  // hard = 1 GiB < 1 GiB of weights alone
   MemoryPlan p = plan_memory(in);
