@@ -317,19 +317,22 @@ TEST(DiskPersist, KillNineInTheMiddleOfWrites) {
 TEST(DiskPersist, ProbationAfterAnUncleanExit) {
   TempDir dir;
   const int64_t quota = 8 << 20;
+  auto options = [&](std::chrono::milliseconds probation) {
+    DiskStoreOptions o;
+    o.quota_bytes = quota;
+    o.namespace_description = kNamespace;
+    o.persistent = true;
+    o.dir = dir.path();
+    o.probation = probation;
+    return o;
+  };
   // A child opens the folder (with `probation`), writes a chain, says so, and is killed.
   auto killed_child = [&](std::chrono::milliseconds probation) {
     const std::string ready = dir.path() + "/ready";
     fs::remove(ready);
     const pid_t child = ::fork();
     if (child == 0) {
-      DiskStoreOptions o;
-      o.quota_bytes = quota;
-      o.namespace_description = kNamespace;
-      o.persistent = true;
-      o.dir = dir.path();
-      o.probation = probation;
-      auto s = DiskBlockStore::open(o);
+      auto s = DiskBlockStore::open(options(probation));
       if (!s.ok()) ::_exit(3);
       for (const Block& b : make_chain(4, 20000)) put(**s, b);
       (*s)->flush();
@@ -345,13 +348,7 @@ TEST(DiskPersist, ProbationAfterAnUncleanExit) {
     return fs::exists(ready);
   };
   auto open_with = [&](std::chrono::milliseconds probation) {
-    DiskStoreOptions o;
-    o.quota_bytes = quota;
-    o.namespace_description = kNamespace;
-    o.persistent = true;
-    o.dir = dir.path();
-    o.probation = probation;
-    auto s = DiskBlockStore::open(o);
+    auto s = DiskBlockStore::open(options(probation));
     EXPECT_TRUE(s.ok()) << s.error_message();
     return s.ok() ? std::move(*s) : nullptr;
   };
