@@ -76,6 +76,10 @@ struct BlockStoreStats {
   int64_t copies_paused = 0;       // writes of RAM-held blocks refused: the hourly write limit
   int64_t written_last_hour = 0;   // bytes written in the last 60 minutes
   bool probation = false;          // persistent: serving on probation after an unclean exit (spec 5.6)
+  // State records alone (records_written / records_read / bytes_used count both kinds).
+  int64_t states_written = 0;
+  int64_t states_read = 0;
+  int64_t state_bytes = 0;         // bytes of state records present
 };
 
 class BlockStore {

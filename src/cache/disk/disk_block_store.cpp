@@ -252,6 +252,7 @@ Result<std::vector<uint8_t>> DiskBlockStore::get(const BlockKey& key, BlockKind 
         return make_error("disk cache: the block holds other token ids (hash collision)");
       lock.lock();
       ++stats_.records_read;
+      if (kind == BlockKind::kState) ++stats_.states_read;
       lock.unlock();
       return p->payload;
     }
@@ -294,6 +295,7 @@ Result<std::vector<uint8_t>> DiskBlockStore::get(const BlockKey& key, BlockKind 
   std::vector<uint8_t> out(payload, payload + header->payload_bytes);
   std::lock_guard lock(mu_);
   ++stats_.records_read;
+  if (kind == BlockKind::kState) ++stats_.states_read;
   stats_.bytes_read += static_cast<int64_t>(bytes);
   return out;
 }
@@ -501,6 +503,7 @@ void DiskBlockStore::write_batch(std::vector<std::shared_ptr<Pending>>& batch) {
     it->second.durable = true;
     if (st.ok()) {
       ++stats_.records_written;
+      if (pl.p->info.kind == BlockKind::kState) ++stats_.states_written;
       stats_.bytes_written += static_cast<int64_t>(pl.p->bytes);
       note_written_locked(static_cast<int64_t>(pl.p->bytes));
     }
@@ -624,6 +627,7 @@ void DiskBlockStore::insert_locked(uint64_t offset, const Entry& e) {
   classify_locked(offset);
   if (e.id.kind == BlockKind::kKvPage) children_[e.parent].insert(e.id.key);
   (e.id.kind == BlockKind::kKvPage ? stats_.kv_records : stats_.state_records) += 1;
+  if (e.id.kind == BlockKind::kState) stats_.state_bytes += static_cast<int64_t>(e.bytes);
   ++stats_.records;
   stats_.bytes_used += static_cast<int64_t>(e.bytes);
 }
@@ -640,6 +644,7 @@ void DiskBlockStore::evict_locked(uint64_t offset, std::vector<std::pair<uint64_
     SPLASH_CHECK(it->second.durable);
     const Entry e = it->second;
     (e.id.kind == BlockKind::kKvPage ? stats_.kv_records : stats_.state_records) -= 1;
+    if (e.id.kind == BlockKind::kState) stats_.state_bytes -= static_cast<int64_t>(e.bytes);
     --stats_.records;
     stats_.bytes_used -= static_cast<int64_t>(e.bytes);
     if (bad && first) ++stats_.read_failures;

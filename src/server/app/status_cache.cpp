@@ -14,8 +14,9 @@ nlohmann::json kv_status_json(const EngineStatus& e) {
           {"page_bytes", e.kv.page_bytes}};
 }
 
-nlohmann::json state_status_json(const EngineStatus& e) {
+nlohmann::json state_status_json(const EngineStatus& e, const std::optional<BlockStoreStats>& disk) {
   const PrefixCacheStats& c = e.cache;
+  const BlockStoreStats z = disk.value_or(BlockStoreStats{});
   return {{"entries", c.checkpoints},
           {"pinned", 0},
           {"in_use", 0},
@@ -29,6 +30,8 @@ nlohmann::json state_status_json(const EngineStatus& e) {
           {"checkpoint_hits", c.checkpoint_hits},
           {"checkpoint_evictions", c.checkpoint_evictions},
           {"disk_hits", c.disk_hits},
+          {"disk_promotions", z.states_read},    // state records read back from the SSD tier
+          {"disk_bytes", z.state_bytes},          // bytes of state records on the SSD tier
           {"offloads", c.disk_offloads},
           {"offload_failures", c.offload_failures}};
 }

@@ -202,9 +202,11 @@ TEST(HybridPrefixCacheDisk, EvictedCheckpointIsReadBackFromTheDiskTier) {
   EXPECT_EQ(e->status().cache.checkpoint_evictions, 1);
   (*store)->flush();
   EXPECT_EQ((*store)->stats().state_records, 1);
+  EXPECT_EQ((*store)->stats().states_written, 1);
   auto rb = run(*e, w.b);
   EXPECT_EQ(rb->done().cached_tokens, last_rolling(static_cast<int64_t>(w.a.prompt.size())));
   EXPECT_EQ(e->status().cache.disk_hits, 1);  // the state; the KV pages were still in RAM
+  EXPECT_EQ((*store)->stats().states_read, 1);
   EXPECT_EQ(rb->tokens(), cold_b(preset, w));
 }
 

@@ -56,6 +56,41 @@ TEST(StatusCache, StatusCarriesTheSpecFields) {
   EXPECT_EQ(cache_status_json(EngineStatus{})["hit_rate"], 0.0);
 }
 
+// The SSD tier's counters split by kind (KV pages, states) and its residency, probation and
+// scheduler waits.
+TEST(StatusCache, DiskFieldsSplitKvAndStates) {
+  StatusSnapshot s;
+  s.engine = sample_status();
+  s.engine.scheduler.waiting_prefix = 2;
+  s.engine.scheduler.waiting_disk = 1;
+  BlockStoreStats d;
+  d.records_written = 10;
+  d.states_written = 3;
+  d.records_read = 7;
+  d.states_read = 2;
+  d.state_bytes = 4096;
+  d.redundant_records = 5;
+  d.copies_yielded = 4;
+  d.copies_paused = 1;
+  d.written_last_hour = 123;
+  d.probation = true;
+  s.disk = d;
+  const nlohmann::json j = status_json(s);
+  EXPECT_EQ(j["disk"]["kv_demotions"], 7);
+  EXPECT_EQ(j["disk"]["state_demotions"], 3);
+  EXPECT_EQ(j["disk"]["kv_restores"], 5);
+  EXPECT_EQ(j["disk"]["state_restores"], 2);
+  EXPECT_EQ(j["disk"]["redundant_copies"], 5);
+  EXPECT_EQ(j["disk"]["copies_yielded"], 4);
+  EXPECT_EQ(j["disk"]["copies_paused"], 1);
+  EXPECT_EQ(j["disk"]["written_last_hour_bytes"], 123);
+  EXPECT_EQ(j["disk"]["probation"], true);
+  EXPECT_EQ(j["state"]["disk_promotions"], 2);
+  EXPECT_EQ(j["state"]["disk_bytes"], 4096);
+  EXPECT_EQ(j["scheduler"]["waiting_prefix"], 2);
+  EXPECT_EQ(j["scheduler"]["waiting_disk"], 1);
+}
+
 TEST(StatusCache, MetricsCarryTheCacheSeries) {
   StatusSnapshot s;
   s.engine = sample_status();
