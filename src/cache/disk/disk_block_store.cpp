@@ -126,14 +126,18 @@ bool DiskBlockStore::redundant_locked(uint64_t offset, const Entry& e) const {
 }
 
 void DiskBlockStore::unfile_locked(uint64_t offset, const Entry& e) {
-  if (redundant_.erase(offset) != 0) redundant_bytes_ -= e.bytes;
+  if (redundant_.erase(offset) + garbage_.erase(offset) != 0) redundant_bytes_ -= e.bytes;
   sole_lru_.erase({e.last_use, offset});
 }
 
 void DiskBlockStore::classify_locked(uint64_t offset) {
   const Entry& e = ring_.at(offset);
   unfile_locked(offset, e);
-  if (redundant_locked(offset, e)) {
+  auto ix = index_.find(e.id);
+  if (ix == index_.end() || ix->second != offset) {
+    garbage_.insert(offset);
+    redundant_bytes_ += e.bytes;
+  } else if (resident_.count(e.id) != 0) {
     redundant_.insert(offset);
     redundant_bytes_ += e.bytes;
   } else {
@@ -369,7 +373,7 @@ BlockStoreStats DiskBlockStore::stats() const {
   std::lock_guard lock(mu_);
   BlockStoreStats s = stats_;
   s.pending_records = static_cast<int64_t>(pending_.size());
-  s.redundant_records = static_cast<int64_t>(redundant_.size());
+  s.redundant_records = static_cast<int64_t>(redundant_.size() + garbage_.size());
   s.redundant_bytes = static_cast<int64_t>(redundant_bytes_);
   s.written_last_hour = written_last_hour_locked();
   s.probation = probation_;
@@ -546,12 +550,14 @@ bool DiskBlockStore::copy_fits_locked(uint64_t bytes) const {
   // The quota: written redundant records elsewhere must free the rest.
   const uint64_t need = used + bytes - quota;
   uint64_t avail = 0;
-  for (uint64_t off : redundant_) {
-    const bool ahead = std::any_of(way.begin(), way.end(), [&](const auto& w) { return off >= w.first && off < w.second; });
-    const Entry& e = ring_.at(off);
-    if (ahead || !e.durable) continue;
-    avail += e.bytes;
-    if (avail >= need) return true;
+  for (const std::set<uint64_t>* set : {&garbage_, &redundant_}) {
+    for (uint64_t off : *set) {
+      const bool ahead = std::any_of(way.begin(), way.end(), [&](const auto& w) { return off >= w.first && off < w.second; });
+      const Entry& e = ring_.at(off);
+      if (ahead || !e.durable) continue;
+      avail += e.bytes;
+      if (avail >= need) return true;
+    }
   }
   return false;
 }
@@ -585,23 +591,23 @@ bool DiskBlockStore::place_locked(const BlockInfo& info, uint64_t seq, uint64_t 
   }
   for (auto it = ring_.lower_bound(head_); it != ring_.end() && it->first < head_ + bytes; it = ring_.lower_bound(head_))
     evict_locked(it->first, freed);
-  // The quota (spec 5.4): the oldest redundant record first (written ones: the current batch's are
-  // not), then the least recently used sole record.
+  // The quota: superseded copies first, then the least recently used sole record, then copies of
+  // blocks RAM holds (oldest written first), which would have to be written again when RAM lets
+  // the block go. A copy never takes a sole record. Records of the current batch are not written
+  // yet and never go.
   while (static_cast<uint64_t>(stats_.bytes_used) + bytes > quota) {
     std::optional<uint64_t> victim;
-    auto ok = [&](uint64_t off) {
-      const Entry& e = ring_.at(off);
-      return e.durable && (!copy || redundant_locked(off, e));
-    };
     auto pick = [&](std::set<uint64_t>::const_iterator it, std::set<uint64_t>::const_iterator end) {
       for (; it != end && !victim; ++it)
-        if (ok(*it)) victim = *it;
+        if (ring_.at(*it).durable) victim = *it;
     };
+    pick(garbage_.cbegin(), garbage_.cend());
+    if (!copy)
+      for (auto it = sole_lru_.begin(); it != sole_lru_.end() && !victim; ++it)
+        if (ring_.at(it->second).durable) victim = it->second;
     const auto from = redundant_.lower_bound(head_ + bytes);
     pick(from, redundant_.cend());
     pick(redundant_.cbegin(), from);
-    for (auto it = sole_lru_.begin(); it != sole_lru_.end() && !victim; ++it)
-      if (ok(it->second)) victim = it->second;
     if (!victim) {
       auto it = ring_.lower_bound(head_ + bytes);
       if (it == ring_.end()) it = ring_.begin();

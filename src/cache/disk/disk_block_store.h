@@ -13,15 +13,18 @@
 // prefixes the RAM tier keeps dropping and reading back (shared system prompts) stay, and the
 // chains under them.
 //
-// Residency (BlockStore::set_resident): records of blocks the RAM tier holds, and old copies a
-// fresher one superseded, are redundant. The quota takes the oldest redundant record first, then the
-// least recently used sole record (used: written, dropped by RAM again, put again), so a record read
-// back and dropped again stays without being rewritten; a record is rewritten (put, refresh) only
-// when the ring's head is about to reach it (written more than 3/4 of the ring ago). A redundant
-// record leaves without the chain under it (RAM reaches it). A write of a block
-// RAM holds (a copy: write-behind) may only displace redundant records, in the ring's way or for
-// the quota: when it would have to take a sole copy it is refused (`copies_yielded`). Copies also
-// pause while more than copy_limit_per_hour bytes were written in the last hour (spec 5.6: 128 GiB).
+// Residency (BlockStore::set_resident): records of blocks the RAM tier holds are redundant, and old
+// copies a fresher one superseded are garbage. The quota takes garbage first, then the least
+// recently used sole record (used: written, dropped by RAM again, put again), then redundant
+// records (oldest written first): dropping a redundant copy loses nothing now, but RAM would have
+// to write the block again when it lets it go, so with a quota smaller than the working set
+// keeping them saves most writes (spec 5.4 takes redundant copies first; measured in
+// docs/PERFORMANCE.md). A record is rewritten (put, refresh) only when the ring's head is about to
+// reach it (written more than 3/4 of the ring ago). A redundant record leaves without the chain
+// under it (RAM reaches it). A write of a block RAM holds (a copy: write-behind) may only displace
+// garbage and redundant records, in the ring's way or for the quota: when it would have to take a
+// sole copy it is refused (`copies_yielded`). Copies also pause while more than
+// copy_limit_per_hour bytes were written in the last hour (spec 5.6: 128 GiB).
 //
 // Threads: put() copies the block into a bounded queue and returns (false when the queue is full
 // or the store is disabled); one writer thread drains the queue in batches (one pwrite per run of
@@ -206,8 +209,9 @@ class DiskBlockStore final : public BlockStore {
   std::unordered_map<IndexKey, std::shared_ptr<Pending>, IndexKeyHash> pending_;  // queued or being written
   std::vector<std::pair<uint64_t, uint64_t>> to_punch_;  // corrupt records found by get()
   std::unordered_set<IndexKey, IndexKeyHash> resident_;  // blocks the RAM tier holds (set_resident)
-  std::set<uint64_t> redundant_;  // offsets of redundant records: the quota's first victims
-  uint64_t redundant_bytes_ = 0;
+  std::set<uint64_t> garbage_;    // offsets of superseded copies: the quota's first victims
+  std::set<uint64_t> redundant_;  // offsets of records of blocks RAM holds: its last victims
+  uint64_t redundant_bytes_ = 0;  // garbage_ and redundant_
   std::set<std::pair<uint64_t, uint64_t>> sole_lru_;  // (last_use, offset) of the other records
   uint64_t use_bytes_ = 0;  // the use clock: bytes placed so far (+1 per use without a write)
   Housekeeping housekeeping_;

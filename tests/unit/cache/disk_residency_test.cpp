@@ -17,9 +17,10 @@ constexpr size_t kPayload = 60000;  // 61,440-byte records: 17 fit in the quota
 void resident(BlockStore& s, const Block& b, bool r = true) { s.set_resident(b.info.key, b.info.kind, r); }
 
 // A quota full of sole copies: a copy of a block RAM holds is refused rather than push one out.
-// Once a stored record is redundant it is the one that makes room, not the oldest sole copy; and a
-// sole write takes a redundant record before the oldest.
-TEST(DiskResidency, CopiesYieldToSoleCopiesAndRedundantRecordsGoFirst) {
+// Once a stored record is redundant it makes room for the copy, not the oldest sole copy. A sole
+// write takes the least recently used sole record before a redundant one (RAM would write that
+// block again when it lets it go); with nothing but redundant records, a redundant one.
+TEST(DiskResidency, CopiesYieldToSoleCopiesAndRedundantRecordsGoLast) {
   TempDir dir;
   auto s = open_store(dir.path(), kQuota, false);
   ASSERT_TRUE(s);
@@ -29,7 +30,7 @@ TEST(DiskResidency, CopiesYieldToSoleCopiesAndRedundantRecordsGoFirst) {
   ASSERT_EQ(s->stats().records, 17);
   ASSERT_EQ(s->stats().evictions, 0);
 
-  const auto copies = make_singles(2, kPayload, 50000);
+  const auto copies = make_singles(3, kPayload, 50000);
   resident(*s, copies[0]);
   EXPECT_FALSE(put(*s, copies[0])) << "only sole copies to displace: refused";
   s->flush();
@@ -52,18 +53,20 @@ TEST(DiskResidency, CopiesYieldToSoleCopiesAndRedundantRecordsGoFirst) {
   EXPECT_TRUE(get_ok(*s, copies[0]));
   EXPECT_EQ(st.redundant_records, 1) << "the new copy is redundant itself (RAM holds it)";
 
-  // A sole write (a block RAM drops) takes the redundant copy before the oldest sole one.
+  // A sole write (a block RAM drops) takes the least recently used sole record, not the copy.
   EXPECT_TRUE(put(*s, copies[1]));
-  s->flush();
-  EXPECT_FALSE(s->contains(copies[0].info.key, BlockKind::kKvPage));
-  EXPECT_TRUE(s->contains(sole[0].info.key, BlockKind::kKvPage));
-  EXPECT_TRUE(get_ok(*s, copies[1]));
-  // With no redundant record left, the oldest goes (FIFO as without residency).
-  resident(*s, copies[0], false);
-  EXPECT_TRUE(put(*s, make_singles(1, kPayload, 60000)[0]));
   s->flush();
   EXPECT_FALSE(s->contains(sole[0].info.key, BlockKind::kKvPage));
   EXPECT_TRUE(s->contains(sole[1].info.key, BlockKind::kKvPage));
+  EXPECT_TRUE(get_ok(*s, copies[0])) << "a copy of a RAM-held block stays";
+  EXPECT_TRUE(get_ok(*s, copies[1]));
+  // Everything redundant: a sole write takes the oldest redundant record.
+  for (const Block& b : sole) resident(*s, b);
+  resident(*s, copies[1]);
+  EXPECT_TRUE(put(*s, copies[2]));
+  s->flush();
+  EXPECT_FALSE(s->contains(sole[1].info.key, BlockKind::kKvPage));
+  EXPECT_TRUE(s->contains(sole[2].info.key, BlockKind::kKvPage));
   EXPECT_LE(s->stats().bytes_used, kQuota);
 }
 
@@ -75,12 +78,15 @@ TEST(DiskResidency, RedundantRecordLeavesWithoutTheChainUnderIt) {
   ASSERT_TRUE(s);
   const auto prefix = make_chain(2, kPayload);
   const auto conv = make_chain(3, kPayload, prefix.back().info.key, 10000);
+  const auto others = make_singles(14, kPayload, 500000);
   for (const Block& b : prefix) put(*s, b);
   for (const Block& b : conv) put(*s, b);
+  for (size_t i = 0; i < 12; ++i) put(*s, others[i]);  // the quota is full
   s->flush();
-  for (const Block& b : prefix) resident(*s, b);
-  // 12 more sole records fill the quota exactly; 2 more need the room of the two redundant ones.
-  for (const Block& b : make_singles(14, kPayload, 500000)) ASSERT_TRUE(put(*s, b));
+  // RAM holds everything: the 2 more records take the oldest redundant ones, the prefix's.
+  for (const auto* chain : {&prefix, &conv, &others})
+    for (const Block& b : *chain) resident(*s, b);
+  for (size_t i = 12; i < 14; ++i) ASSERT_TRUE(put(*s, others[i]));
   s->flush();
   const BlockStoreStats st = s->stats();
   EXPECT_EQ(st.evictions, 2);
