@@ -65,6 +65,21 @@ def load_safetensors(path):
 # The target: a llama2.c checkpoint (stories15M) and its forward pass
 
 
+class KVCache:
+    """Preallocated K/V of every layer for batched generation: no copy of the past per token."""
+
+    def __init__(self, n_layers, b, n_kv, max_len, hd, dtype=torch.float32):
+        self.k = torch.empty(n_layers, b, n_kv, max_len, hd, dtype=dtype)  # [layer, b, n_kv, pos, hd]
+        self.v = torch.empty_like(self.k)
+
+    def append(self, il, start, k, v):
+        """Writes k, v [b, n_kv, t, hd] at positions [start, start + t); returns views of [0, start + t)."""
+        end = start + k.shape[2]
+        self.k[il, :, :, start:end] = k
+        self.v[il, :, :, start:end] = v
+        return self.k[il, :, :, :end], self.v[il, :, :, :end]
+
+
 class Llama2c:
     """llama2.c `.bin`: 7 int32 (dim, hidden_dim, n_layers, n_heads, n_kv_heads, vocab_size,
     seq_len; vocab_size < 0 = separate classifier) then f32 tensors in a fixed order. RoPE pairs
@@ -119,9 +134,9 @@ class Llama2c:
         return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w
 
     def forward(self, tokens, start, cache, taps=(), logits=True, last_layer=None):
-        """tokens: [b, t] int64 at positions [start, start + t). cache: list per layer of (k, v)
-        [b, n_kv, past, hd] (updated in place; None entries start empty). Returns (logits [b, t, V]
-        or None, {il: residual after layer il [b, t, dim]})."""
+        """tokens: [b, t] int64 at positions [start, start + t). cache: a KVCache, or a list per
+        layer of (k, v) [b, n_kv, past, hd] (updated in place; None entries start empty). Returns
+        (logits [b, t, V] or None, {il: residual after layer il [b, t, dim]})."""
         b, t = tokens.shape
         positions = torch.arange(start, start + t)
         x = self.embed[tokens]
@@ -133,7 +148,9 @@ class Llama2c:
             q = self._rope((h @ self.wq[il].T).view(b, t, nh, hd), positions).transpose(1, 2)
             k = self._rope((h @ self.wk[il].T).view(b, t, nkv, hd), positions).transpose(1, 2)
             v = (h @ self.wv[il].T).view(b, t, nkv, hd).transpose(1, 2)
-            if cache is not None:
+            if isinstance(cache, KVCache):
+                k, v = cache.append(il, start, k, v)
+            elif cache is not None:
                 if cache[il] is not None:
                     k = torch.cat([cache[il][0], k], dim=2)
                     v = torch.cat([cache[il][1], v], dim=2)
@@ -154,6 +171,44 @@ class Llama2c:
         if not logits:
             return None, out
         return self._rms(x, self.rms_final) @ self.head.T, out
+
+
+class Llama2cTokenizer:
+    """llama2.c `tokenizer.bin`: int32 max token length, then per id: f32 merge score, int32 byte
+    length, bytes. Encoding is llama2.c's: BOS, a dummy-prefix space, one id per UTF-8 character
+    (bytes + 3 when the character has none), then merge the best-scoring adjacent pair until none
+    merges. Used to turn the held-out evaluation prompts into ids as `splash` does."""
+
+    def __init__(self, path, vocab):
+        self.pieces, self.scores = [], []
+        with open(path, "rb") as f:
+            struct.unpack("<i", f.read(4))
+            for _ in range(vocab):
+                score, n = struct.unpack("<fi", f.read(8))
+                self.scores.append(score)
+                self.pieces.append(f.read(n))
+        self.ids = {p: i for i, p in enumerate(self.pieces)}
+
+    def encode(self, text, bos=True):
+        out = [1] if bos else []
+        if not text:
+            return out
+        toks = [self.ids[b" "]]
+        for ch in text:
+            b = ch.encode()
+            toks += [self.ids[b]] if b in self.ids else [x + 3 for x in b]
+        while True:
+            best, at = None, -1
+            for i in range(len(toks) - 1):
+                j = self.ids.get(self.pieces[toks[i]] + self.pieces[toks[i + 1]])
+                if j is not None and (best is None or self.scores[j] > self.scores[best]):
+                    best, at = j, i
+            if best is None:
+                return out + toks
+            toks[at:at + 2] = [best]
+
+    def decode(self, ids):
+        return b"".join(self.pieces[i] for i in ids).decode(errors="replace")
 
 
 # ---------------------------------------------------------------------------------------------
