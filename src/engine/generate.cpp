@@ -102,6 +102,7 @@ Result<GenerateStats> generate(const Model& model, const Tokenizer& tokenizer, s
   std::vector<int32_t> proposals;
   std::vector<float> snapshot;  // recurrent state before a verify pass (hybrid models)
   DraftBudget budget;           // proposals per step, from how the last ones fared
+  Clock::time_point t_step{};   // when the current decode step began (its drafting included)
   auto observe = [&](int64_t hidden_first_pos, int64_t n_hidden) -> Status {
     if (!drafter) return {};
     DraftObservation obs;
@@ -160,6 +161,10 @@ Result<GenerateStats> generate(const Model& model, const Tokenizer& tokenizer, s
       ++n_accepted;
     }
     if (k > 0) budget.update(static_cast<int>(k), static_cast<int>(n_accepted), options.spec_block - 1);
+    // The step's wall time (drafting, forward, verification) against what it committed.
+    if (drafter && t_step != Clock::time_point{})
+      budget.observe_step(k > 0, static_cast<int>(n_accepted + 1),
+                          std::chrono::duration<double>(Clock::now() - t_step).count());
     stats.drafted_tokens += k;
     stats.accepted_draft_tokens += n_accepted;
     if (k > 0) SPLASH_TRY_STATUS(rollback_verify(model, kv, threads, seq, fed, n_accepted + 1, snapshot));
@@ -168,6 +173,7 @@ Result<GenerateStats> generate(const Model& model, const Tokenizer& tokenizer, s
     committed.clear();
     if (done) break;
     const int32_t last = stats.tokens.back();
+    t_step = Clock::now();
     proposals.clear();
     if (drafter) {
       // No more proposals than tokens left to generate after this one, or positions left in the context.

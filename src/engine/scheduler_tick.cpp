@@ -340,6 +340,10 @@ void EngineImpl::tick(std::vector<uint64_t> cancels) {
         lane_finished = true;
       }
     }
+    // The tick's wall time (drafting, forward, verification) against what this lane committed.
+    if (options_.drafter && r < n_decode)
+      lane->draft_budget().observe_step(k > 0, static_cast<int>(n_accepted + 1),
+                                        std::chrono::duration<double>(EngineClock::now() - now).count());
     // The drafter sees the committed tokens (and the hidden rows of the fed ones it keeps).
     if (!lane_finished) (void)lane->sync_drafter(out_, r, 0, r < n_decode ? n_accepted + 1 : n_fed, fed_at);
   }

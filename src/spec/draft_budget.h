@@ -13,6 +13,13 @@
 //     before the next single-token probe; any accepted proposal ends the pauses.
 // Worst case (a drafter that never hits): after ~10 rows at the start, one probe row per 33 tokens.
 //
+// Acceptance is not enough: a drafter can be right often and still cost more per step than it saves
+// (the DFlash drafter of a 15M model runs the target's LM head, 60% of the target's weights, on its
+// block). So the caller also reports each step's wall time (observe_step): the budget keeps moving
+// averages of tokens per second with and without proposals (one plain step in every 32 keeps the
+// plain figure fresh) and, once both are known, a drafter slower than plain decoding is paused with
+// the same backoff as a miss, then probed again.
+//
 // Exactness does not depend on it: any proposal count chosen from the past keeps verification
 // exact (spec/verify.h). One per lane; not thread-safe.
 #pragma once
@@ -32,6 +39,7 @@ class DraftBudget {
       --pause_;
       return 0;
     }
+    if (wants_plain_sample()) return 0;
     if (cap_ < 0) cap_ = (max + 1) / 2;
     return std::min(max, std::max(cap_, 1));
   }
@@ -55,10 +63,48 @@ class DraftBudget {
   }
   bool paused() const { return pause_ > 0; }
 
+  // The step just run: whether it carried proposals, the tokens it committed and its wall time.
+  void observe_step(bool drafted, int committed, double seconds) {
+    if (committed <= 0 || seconds <= 0) return;
+    const double rate = committed / seconds;
+    auto mix = [&](double& avg, int& n) {
+      avg = n == 0 ? rate : avg + kRateWeight * (rate - avg);
+      ++n;
+    };
+    if (drafted) {
+      mix(draft_rate_, n_draft_);
+      ++since_plain_;
+    } else {
+      mix(plain_rate_, n_plain_);
+      since_plain_ = 0;
+    }
+    if (!drafted || n_plain_ < 2 || n_draft_ < kMinDraftSamples) return;
+    if (draft_rate_ < plain_rate_ * kSlowerThan) {
+      // Drafting loses time: pause for 2, 8, 32 steps (acceptance does not end this backoff; only a
+      // drafted rate at or above plain's does). The probe after the pause measures again.
+      time_backoff_ = std::min(kMaxPause, time_backoff_ == 0 ? 2 : time_backoff_ * 4);
+      pause_ = std::max(pause_, time_backoff_);
+    } else {
+      time_backoff_ = 0;
+    }
+  }
+  // Whether the next step should be plain to measure plain decoding (drafting is on and no fresh
+  // plain figure exists). Callers ask next() as usual; this is folded into it.
+  bool wants_plain_sample() const {
+    return n_draft_ >= kMinDraftSamples && (n_plain_ < 2 || since_plain_ >= kPlainEvery);
+  }
+
  private:
+  static constexpr double kRateWeight = 0.25;  // moving averages' weight of the newest step
+  static constexpr double kSlowerThan = 0.97;  // drafting pauses below this share of plain's rate
+  static constexpr int kMinDraftSamples = 4;
+  static constexpr int kPlainEvery = 32;
   int cap_ = -1;  // current proposal cap; -1 = not started
   int backoff_ = 0;
   int pause_ = 0;
+  double plain_rate_ = 0, draft_rate_ = 0;  // tokens per second, moving averages
+  int n_plain_ = 0, n_draft_ = 0, since_plain_ = 0;
+  int time_backoff_ = 0;
 };
 
 }  // namespace splash

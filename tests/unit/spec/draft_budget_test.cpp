@@ -86,5 +86,32 @@ TEST(DraftBudget, BlockOfOneOrLessNeverProposes) {
   EXPECT_EQ(c.next(1), 1);
 }
 
+// Time: a drafter whose proposals are mostly accepted but whose steps cost more than they save
+// (2 tokens per step at 2.3x a plain step's time) is paused most of the time; one that pays (8 tokens
+// per 2.3x) drafts on, with only the plain steps that measure plain decoding in between.
+double drafted_share(double step_cost, int accepted_of_7) {
+  DraftBudget b;
+  int drafted = 0;
+  const int steps = 400;
+  for (int i = 0; i < steps; ++i) {
+    const int k = b.next(kMax);
+    if (k > 0) {
+      const int acc = std::min(k, accepted_of_7);
+      b.update(k, acc, kMax);
+      b.observe_step(true, acc + 1, step_cost);
+      ++drafted;
+    } else {
+      b.observe_step(false, 1, 1.0);
+    }
+  }
+  return static_cast<double>(drafted) / steps;
+}
+
+TEST(DraftBudget, DraftingThatCostsMoreTimeThanItSavesPauses) {
+  EXPECT_GT(drafted_share(2.3, 7), 0.9) << "8 tokens per 2.3 steps: drafting pays";
+  EXPECT_LT(drafted_share(2.3, 1), 0.15) << "2 tokens per 2.3 steps: slower than plain";
+  EXPECT_GT(drafted_share(1.5, 1), 0.9) << "2 tokens per 1.5 steps: pays";
+}
+
 }  // namespace
 }  // namespace splash
