@@ -1,7 +1,10 @@
-// The SSD tier's residency policy (BlockStore::set_resident, spec 5.4 "full quota replaces oldest
-// redundant copy, then oldest sole copy"): copies of blocks RAM holds go first, leave without the
-// chains under them, and writes of such blocks yield to sole copies and pause above the hourly limit.
+// The SSD tier's residency policy (BlockStore::set_resident; docs/PREFIX_CACHE.md "Residency"): the
+// quota takes the least recently used sole record before copies of blocks RAM holds (spec 5.4 takes
+// them first: measured worse), those leave without the chains under them, and writes of RAM-held
+// blocks yield to sole copies and pause above the hourly limit.
 #include <gtest/gtest.h>
+
+#include <vector>
 
 #include "cache/disk/record.h"
 #include "disk_test_util.h"
@@ -16,6 +19,16 @@ constexpr size_t kPayload = 60000;  // 61,440-byte records: 17 fit in the quota
 
 void resident(BlockStore& s, const Block& b, bool r = true) { s.set_resident(b.info.key, b.info.kind, r); }
 
+// The quota full of 17 sole records, written in order (none resident, nothing evicted yet).
+std::vector<Block> fill_with_sole(DiskBlockStore& s) {
+  auto sole = make_singles(17, kPayload);
+  for (const Block& b : sole) EXPECT_TRUE(put(s, b));
+  s.flush();
+  EXPECT_EQ(s.stats().records, 17);
+  EXPECT_EQ(s.stats().evictions, 0);
+  return sole;
+}
+
 // A quota full of sole copies: a copy of a block RAM holds is refused rather than push one out.
 // Once a stored record is redundant it makes room for the copy, not the oldest sole copy. A sole
 // write takes the least recently used sole record before a redundant one (RAM would write that
@@ -24,11 +37,7 @@ TEST(DiskResidency, CopiesYieldToSoleCopiesAndRedundantRecordsGoLast) {
   TempDir dir;
   auto s = open_store(dir.path(), kQuota, false);
   ASSERT_TRUE(s);
-  const auto sole = make_singles(17, kPayload);
-  for (const Block& b : sole) ASSERT_TRUE(put(*s, b));
-  s->flush();
-  ASSERT_EQ(s->stats().records, 17);
-  ASSERT_EQ(s->stats().evictions, 0);
+  const auto sole = fill_with_sole(*s);
 
   const auto copies = make_singles(3, kPayload, 50000);
   resident(*s, copies[0]);
@@ -130,9 +139,7 @@ TEST(DiskResidency, QuotaTakesTheLeastRecentlyUsedSoleRecordWithoutRewriting) {
   TempDir dir;
   auto s = open_store(dir.path(), kQuota, false);
   ASSERT_TRUE(s);
-  const auto sole = make_singles(17, kPayload);
-  for (const Block& b : sole) ASSERT_TRUE(put(*s, b));
-  s->flush();
+  const auto sole = fill_with_sole(*s);
   resident(*s, sole[0]);         // read back into RAM...
   resident(*s, sole[0], false);  // ...and dropped again: used just now
   EXPECT_TRUE(put(*s, sole[1])) << "put again: stored recently, nothing to write, but used";
