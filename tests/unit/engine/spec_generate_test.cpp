@@ -168,7 +168,8 @@ TEST_P(SpecGenerate, GreedyIdenticalForEveryDrafter) {
       expect_same(plain, spec, str_cat(preset, " ", name, " block ", block));
       if (name == "oracle") {
         EXPECT_EQ(spec.stats.accepted_draft_tokens, spec.stats.drafted_tokens);
-        EXPECT_LT(spec.stats.n_decode_steps, 40 / (block - 1) + 2) << "oracle drafts must be accepted in blocks";
+        // + 2: the two plain steps DraftBudget takes to measure plain decoding's rate (draft_budget.h).
+        EXPECT_LT(spec.stats.n_decode_steps, 40 / (block - 1) + 2 + 2) << "oracle drafts must be accepted in blocks";
       }
       if (name == "random") {
         EXPECT_GT(spec.stats.drafted_tokens, 0);
