@@ -7,6 +7,8 @@
 // threads, the ceiling that decode (GEMV) is judged against.
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -74,6 +76,8 @@ struct Weights {
   PackedWeights packed;
 };
 
+std::unique_ptr<Weights> make_weights(const std::string& type, const Shape& s);
+
 // Packed matrices are cached across benchmarks (the output matrix alone is 87-620 MB).
 Weights& weights(const std::string& type, const Shape& s) {
   static std::map<std::string, std::unique_ptr<Weights>> cache;
@@ -81,6 +85,10 @@ Weights& weights(const std::string& type, const Shape& s) {
   auto it = cache.find(key);
   if (it != cache.end()) return *it->second;
   if (cache.size() > 2) cache.clear();  // bound memory: keep a couple of matrices
+  return *cache.emplace(key, make_weights(type, s)).first->second;
+}
+
+std::unique_ptr<Weights> make_weights(const std::string& type, const Shape& s) {
   auto w = std::make_unique<Weights>();
   if (type == "MLX4") {
     std::mt19937 rng(3);
@@ -103,8 +111,9 @@ Weights& weights(const std::string& type, const Shape& s) {
     const DType t = *dtype_from_name(type);
     w->bytes = make_bytes(t, s.rows, s.cols);
     w->packed = std::move(pack_weights(t, w->bytes.data(), s.rows, s.cols).value());
+    if (w->packed.owns_data()) std::vector<uint8_t>().swap(w->bytes);  // repacked: the source is not read again
   }
-  return *cache.emplace(key, std::move(w)).first->second;
+  return w;
 }
 
 void bm_matmul(benchmark::State& state, std::string type, Shape s, int64_t n) {
@@ -141,23 +150,86 @@ uint64_t read_range(const uint64_t* p, int64_t words, int streams) {
   return t;
 }
 
-void bm_membw(benchmark::State& state) {
-  const int streams = static_cast<int>(state.range(0));
-  constexpr int64_t kWords = (int64_t{512} << 20) / 8;
-  static std::vector<uint64_t> buf(static_cast<size_t>(kWords), 1);  // touched once: resident
+// One read of the 512 MiB buffer by the pool's threads, `streams` interleaved streams per task.
+constexpr int64_t kMembwWords = (int64_t{512} << 20) / 8;
+void membw_pass(int streams) {
+  // On huge pages like the repacked weights (core/weight_arena.h); touched once: resident.
+  static const ArenaBuffer arena = [] {
+    ArenaBuffer b = ArenaBuffer::allocate(static_cast<size_t>(kMembwWords * 8));
+    std::memset(b.data(), 1, b.size());
+    return b;
+  }();
+  const auto* buf = reinterpret_cast<const uint64_t*>(arena.data());
   const int64_t tasks = 64;  // 8 MiB each, several per thread
   std::vector<uint64_t> sums(tasks);
-  for (auto _ : state) {
-    pool().parallel_for(tasks, [&](int64_t t, int) {
-      sums[static_cast<size_t>(t)] = read_range(buf.data() + t * (kWords / tasks), kWords / tasks, streams);
-    });
-    benchmark::DoNotOptimize(sums.data());
-  }
+  pool().parallel_for(tasks, [&](int64_t t, int) {
+    sums[static_cast<size_t>(t)] = read_range(buf + t * (kMembwWords / tasks), kMembwWords / tasks, streams);
+  });
+  benchmark::DoNotOptimize(sums.data());
+}
+
+void bm_membw(benchmark::State& state) {
+  for (auto _ : state) membw_pass(static_cast<int>(state.range(0)));
   state.counters["GB/s"] =
-      benchmark::Counter(static_cast<double>(kWords * 8) * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+      benchmark::Counter(static_cast<double>(kMembwWords * 8) * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+// decode/<type>: one decode token's matrix products over a whole Qwen3-0.6B-shaped model (28 layers
+// of fused qkv 4096x1024, o 1024x2048, fused gate/up 6144x1024, down 1024x3072, then the tied output
+// 151936x1024), in that order, so every matrix comes from DRAM as in `splash bench` tg. Each
+// iteration also reads the membw buffer (2 streams per task) just before: this machine's bandwidth
+// moves by 2x within minutes on a shared host, so the share is only meaningful in the same seconds.
+// GB/s = the packed bytes per decode pass / its time (the reported time); "membw GB/s" the
+// interleaved reads; "share" the median over the pairs of decode GB/s / membw GB/s; "out GB/s" and
+// "layers GB/s" the output matrix (78-147 MB, one long stream) and the 112 layer matrices (1-3.5 MB).
+void bm_decode(benchmark::State& state, std::string type) {
+  static std::string held_type;
+  static std::vector<std::unique_ptr<Weights>> held;
+  if (held_type != type) {
+    held.clear();
+    held_type = type;
+    const Shape layer[] = {{"qkv", 4096, 1024}, {"o", 1024, 2048}, {"gateup", 6144, 1024}, {"down", 1024, 3072}};
+    for (int l = 0; l < 28; ++l)
+      for (const Shape& s : layer) held.push_back(make_weights(type, s));
+    held.push_back(make_weights(type, {"output", 151936, 1024}));
+  }
+  std::vector<float> x(3072, 0.5f), y(151936);
+  double bytes = 0;
+  for (const auto& w : held) bytes += static_cast<double>(w->packed.packed_bytes());
+  using Clock = std::chrono::steady_clock;
+  double decode_s = 0, membw_s = 0, out_s = 0;
+  std::vector<double> shares;
+  for (auto _ : state) {
+    const auto t0 = Clock::now();
+    membw_pass(2);
+    const auto t1 = Clock::now();
+    for (size_t k = 0; k + 1 < held.size(); ++k) matmul(held[k]->packed, x.data(), y.data(), 1, pool());
+    const auto t15 = Clock::now();
+    matmul(held.back()->packed, x.data(), y.data(), 1, pool());
+    benchmark::DoNotOptimize(y.data());
+    const auto t2 = Clock::now();
+    out_s += std::chrono::duration<double>(t2 - t15).count();
+    const double m = std::chrono::duration<double>(t1 - t0).count(), d = std::chrono::duration<double>(t2 - t1).count();
+    membw_s += m;
+    decode_s += d;
+    shares.push_back(bytes / d / (static_cast<double>(kMembwWords * 8) / m));
+    state.SetIterationTime(d);
+  }
+  const double passes = static_cast<double>(shares.size());
+  std::sort(shares.begin(), shares.end());
+  state.counters["GB/s"] = bytes * passes / decode_s * 1e-9;
+  state.counters["membw GB/s"] = static_cast<double>(kMembwWords * 8) * passes / membw_s * 1e-9;
+  state.counters["share"] = shares[shares.size() / 2];  // median over the pairs
+  const double ob = static_cast<double>(held.back()->packed.packed_bytes());
+  state.counters["out GB/s"] = ob * passes / out_s * 1e-9;
+  state.counters["layers GB/s"] = (bytes - ob) * passes / (decode_s - out_s) * 1e-9;
 }
 
 int register_all() {
+  for (const char* type : {"Q4_0", "Q8_0", "MLX4"})
+    benchmark::RegisterBenchmark((std::string("decode/") + type).c_str(), bm_decode, type)
+        ->Unit(benchmark::kMillisecond)
+        ->UseManualTime();
   benchmark::RegisterBenchmark("membw", bm_membw)->Arg(1)->Arg(2)->Arg(4)->Unit(benchmark::kMillisecond)->UseRealTime();
   for (const char* type : {"Q4_0", "Q8_0", "Q4_K", "Q6_K", "Q5_K", "MLX4", "F16", "BF16", "F32"}) {
     for (const Shape& s : kShapes) {

@@ -27,6 +27,19 @@ constexpr int64_t kPrefillMinContext = 256;
 
 int64_t round_up16(int64_t n) { return (n + 15) / 16 * 16; }
 
+// Asks for one KV head's keys and values of a page (and their int8 scales) ahead of use. A decode
+// step reads each page once, from memory: without this every tile load waited on DRAM latency
+// (load_tile was 7.5% of a Qwen3-0.6B decode step at 128 tokens of context, for ~2% of its bytes).
+void prefetch_head(const PagedKvView& kv, int64_t page, int64_t kvh) {
+  const int64_t bytes = kv.geo.head_bytes();
+  for (const uint8_t* block : {kv.k_block(page), kv.v_block(page)}) {
+    const uint8_t* head = block + kvh * bytes;
+    for (int64_t off = 0; off < bytes; off += 64) __builtin_prefetch(head + off, 0, 3);
+    if (kv.geo.format == KvFormat::kInt8)
+      __builtin_prefetch(block + kv.geo.data_bytes() + 4 * kvh * kKvPageTokens, 0, 3);
+  }
+}
+
 const cpu::AttentionKernels& pick_kernels(IsaLevel requested, int hd) {
   IsaLevel l = clamp_isa_level(requested);
   if (l >= IsaLevel::kAvx512 && hd % 16 == 0) return cpu::attention_kernels_avx512();
@@ -221,9 +234,11 @@ void attention(const float* q, int64_t n_q, int64_t q_pos0, const PagedKvView& k
 
     const int64_t pg0 = std::min(np, split * kSplitPages);
     const int64_t pg1 = n_split == 1 ? np : std::min(np, pg0 + kSplitPages);
+    if (pg0 < pg1) prefetch_head(kv, pg0, kvh);
     for (int64_t pg = pg0; pg < pg1; ++pg) {
       const int64_t kbase = pg * kKvPageTokens;
       const int nk = static_cast<int>(std::min<int64_t>(kKvPageTokens, kv_end - kbase));
+      if (pg + 1 < pg1) prefetch_head(kv, pg + 1, kvh);
       K.load_tile(kv.geo, kv.k_block(pg), static_cast<int>(kvh), nk, tl.k, tl.kscale);
       K.load_tile(kv.geo, kv.v_block(pg), static_cast<int>(kvh), nk, tl.v, tl.vscale);
       K.scores(tl.q, rows, tl.k, nk, hd, tl.s);

@@ -21,6 +21,7 @@
 #include "core/dtype.h"
 #include "core/result.h"
 #include "core/thread_pool.h"
+#include "core/weight_arena.h"
 
 namespace splash {
 
@@ -106,7 +107,7 @@ class PackedWeights {
   int group_size_ = 0;
   DType scale_dtype_ = DType::kF32;
   int64_t group_bytes_ = 0;
-  std::vector<uint8_t> storage_;  // repacked copy when the file layout is not the kernel's
+  ArenaBuffer storage_;  // repacked copy when the file layout is not the kernel's (on huge pages)
 };
 
 // Wraps `data` ([rows, cols] of `type`, GGML block layout for quantized types) for matmul. Zero-copy

@@ -2,11 +2,15 @@
 
 #include <cmath>
 #include <cstring>
+#include <fstream>
+#include <string>
+#include <vector>
 
 #include "core/byte_reader.h"
 #include "core/dtype.h"
 #include "core/half.h"
 #include "core/sizes.h"
+#include "core/weight_arena.h"
 
 namespace splash {
 namespace {
@@ -79,6 +83,57 @@ TEST(ByteReader, ShortReadsNameTheField) {
   ASSERT_FALSE(b.ok());
   EXPECT_NE(b.error().message.find("tensor count"), std::string::npos);
   EXPECT_NE(b.error().message.find("x.gguf"), std::string::npos);
+}
+
+
+TEST(WeightArena, BuffersAreZeroedAlignedAndDisjoint) {
+  std::vector<ArenaBuffer> bufs;
+  // Small ones share chunks; 9 MiB gets a mapping of its own; 0 is empty.
+  for (size_t n : {size_t{1}, size_t{100}, size_t{4096}, size_t{3} << 20, size_t{9} << 20, size_t{0}, size_t{70}})
+    bufs.push_back(ArenaBuffer::allocate(n));
+  EXPECT_TRUE(bufs[5].empty());
+  EXPECT_EQ(bufs[5].data(), nullptr);
+  for (size_t i = 0; i < bufs.size(); ++i) {
+    const ArenaBuffer& b = bufs[i];
+    if (b.empty()) continue;
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(b.data()) % 64, 0u) << i;
+    for (size_t k = 0; k < b.size(); k += 997) ASSERT_EQ(b.data()[k], 0) << i << " " << k;
+    EXPECT_EQ(b.data()[b.size() - 1], 0);
+    std::memset(b.data(), static_cast<int>(i + 1), b.size());
+  }
+  // Each buffer still holds its own fill: no two overlap.
+  for (size_t i = 0; i < bufs.size(); ++i) {
+    const ArenaBuffer& b = bufs[i];
+    if (b.empty()) continue;
+    EXPECT_EQ(b.data()[0], static_cast<uint8_t>(i + 1));
+    EXPECT_EQ(b.data()[b.size() - 1], static_cast<uint8_t>(i + 1));
+  }
+}
+
+TEST(WeightArena, BufferOutlivesItsNeighboursAndFreshOnesAreZero) {
+  ArenaBuffer keep;
+  {
+    ArenaBuffer a = ArenaBuffer::allocate(1000);
+    keep = ArenaBuffer::allocate(5000);
+    ArenaBuffer c = ArenaBuffer::allocate(1000);
+    std::memset(a.data(), 0xAB, a.size());
+    std::memset(keep.data(), 0x5A, keep.size());
+    std::memset(c.data(), 0xCD, c.size());
+  }
+  for (size_t k = 0; k < keep.size(); ++k) ASSERT_EQ(keep.data()[k], 0x5A) << k;
+  // Memory is never handed out twice: a new buffer is zero even while the old chunk lives.
+  ArenaBuffer fresh = ArenaBuffer::allocate(3000);
+  for (size_t k = 0; k < fresh.size(); ++k) ASSERT_EQ(fresh.data()[k], 0) << k;
+}
+
+TEST(WeightArena, AsksForHugePagesWhereTheKernelOffersThem) {
+  std::ifstream f("/sys/kernel/mm/transparent_hugepage/enabled");
+  std::string mode;
+  if (!f || !std::getline(f, mode)) GTEST_SKIP() << "no transparent huge pages on this kernel";
+  ArenaBuffer b = ArenaBuffer::allocate(size_t{16} << 20);
+  // madvise(MADV_HUGEPAGE) succeeds whenever THP is compiled in, whatever the current mode.
+  EXPECT_TRUE(b.huge_pages_requested()) << mode;
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(b.data()) % (size_t{2} << 20), 0u);
 }
 
 }  // namespace
