@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -26,6 +27,14 @@ constexpr int kPrefillRows = 64;
 constexpr int64_t kPrefillMinContext = 256;
 
 int64_t round_up16(int64_t n) { return (n + 15) / 16 * 16; }
+
+// Head h's int8 codes in a page block, and its n per-token scales copied to scale[0, n) with 1 past
+// n (softmax_tile reads all 32; a slot past n may hold any bits).
+const int8_t* int8_head(const KvPageGeometry& geo, const uint8_t* block, int64_t h, int n, float* scale) {
+  std::memcpy(scale, block + geo.data_bytes() + 4 * h * kKvPageTokens, static_cast<size_t>(n) * 4);
+  std::fill(scale + n, scale + kKvPageTokens, 1.0f);
+  return reinterpret_cast<const int8_t*>(block + h * geo.head_bytes());
+}
 
 // Asks for one KV head's keys and values of a page (and their int8 scales) ahead of use. A decode
 // step reads each page once, from memory: without this every tile load waited on DRAM latency
@@ -79,6 +88,8 @@ void attention(const float* q, int64_t n_q, int64_t q_pos0, const PagedKvView& k
   // the prefill tier). Calls of <= 32 tokens (decode, verify blocks) always take the row-major path.
   const bool transposed = n_q > kSplitMaxRows && q_pos0 + n_q >= kPrefillMinContext &&
                           q_pos0 + n_q < (int64_t{1} << 31) && K.scores_t != nullptr && g <= kPrefillRows;
+  // Row-major tier on int8 KV: scores and sums read the page's codes in place where the ISA can.
+  const bool in_place = kv.geo.format == KvFormat::kInt8 && K.scores_i8 != nullptr && K.accumulate_i8 != nullptr;
   const bool bf16 = transposed && p.prefill_bf16 && K.scores_bf16 != nullptr && cpu_features().avx512bf16 &&
                     kv.geo.format != KvFormat::kF32;
   const int bq = transposed ? kPrefillRows / g : std::max(1, 32 / g);
@@ -239,15 +250,27 @@ void attention(const float* q, int64_t n_q, int64_t q_pos0, const PagedKvView& k
       const int64_t kbase = pg * kKvPageTokens;
       const int nk = static_cast<int>(std::min<int64_t>(kKvPageTokens, kv_end - kbase));
       if (pg + 1 < pg1) prefetch_head(kv, pg + 1, kvh);
-      K.load_tile(kv.geo, kv.k_block(pg), static_cast<int>(kvh), nk, tl.k, tl.kscale);
-      K.load_tile(kv.geo, kv.v_block(pg), static_cast<int>(kvh), nk, tl.v, tl.vscale);
-      K.scores(tl.q, rows, tl.k, nk, hd, tl.s);
+      const int8_t* k_codes = nullptr;
+      const int8_t* v_codes = nullptr;
+      if (in_place) {
+        k_codes = int8_head(kv.geo, kv.k_block(pg), kvh, nk, tl.kscale);
+        v_codes = int8_head(kv.geo, kv.v_block(pg), kvh, nk, tl.vscale);
+        K.scores_i8(tl.q, rows, k_codes, nk, hd, tl.s);
+      } else {
+        K.load_tile(kv.geo, kv.k_block(pg), static_cast<int>(kvh), nk, tl.k, tl.kscale);
+        K.load_tile(kv.geo, kv.v_block(pg), static_cast<int>(kvh), nk, tl.v, tl.vscale);
+        K.scores(tl.q, rows, tl.k, nk, hd, tl.s);
+      }
       for (int r = 0; r < rows; ++r) {
         const int64_t qpos = q_pos0 + t0 + r / g;
         tl.valid[r] = static_cast<int32_t>(std::clamp<int64_t>(qpos - kbase + 1, 0, nk));
       }
       K.softmax_tile(tl.s, rows, tl.valid, tl.kscale, tl.vscale, tl.m, tl.l, tl.alpha);
-      K.accumulate(tl.acc, rows, tl.s, tl.alpha, tl.v, nk, hd);
+      if (in_place) {
+        K.accumulate_i8(tl.acc, rows, tl.s, tl.alpha, v_codes, nk, hd);
+      } else {
+        K.accumulate(tl.acc, rows, tl.s, tl.alpha, tl.v, nk, hd);
+      }
     }
 
     if (n_split == 1) {

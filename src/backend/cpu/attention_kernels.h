@@ -64,6 +64,13 @@ struct AttentionKernels {
   // accumulate_t with p rounded to bf16 and v as load_tile_bf16's key pairs; p keeps kKvPageTokens rows.
   void (*accumulate_bf16)(float* acct, int rp, const float* p, const float* alpha, const uint16_t* v, int n_keys,
                           int hd);
+
+  // scores and accumulate over int8 KV read in place: k / v are one head's codes in the page (rows
+  // of hd int8, head_dim apart; scores reads up to n_keys rounded up to 4 rows, all inside the page).
+  // The scales are applied by softmax_tile as for a loaded tile. nullptr: load_tile first.
+  void (*scores_i8)(const float* q, int n_rows, const int8_t* k, int n_keys, int hd, float* s);
+  void (*accumulate_i8)(float* acc, int n_rows, const float* p, const float* alpha, const int8_t* v, int n_keys,
+                        int hd);
 };
 
 // The int8 KV codec of one head row (hd values): q[d] = round-to-nearest-even(x[d] / scale) with

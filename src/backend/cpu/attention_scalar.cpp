@@ -171,7 +171,8 @@ const AttentionKernels& attention_kernels_scalar() {
   static const AttentionKernels k{load_tile_scalar, scores_scalar, softmax_tile_scalar, accumulate_scalar,
                                      nullptr,          nullptr,       nullptr,
                                      nullptr,          nullptr,
-                                     nullptr,          nullptr,       nullptr};
+                                     nullptr,          nullptr,       nullptr,
+                                     nullptr,          nullptr};
   return k;
 }
 

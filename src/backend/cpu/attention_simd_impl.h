@@ -46,16 +46,19 @@ void load_tile(const KvPageGeometry& geo, const uint8_t* block, int h, int n, fl
 // --- scores: R query rows x 4 keys per pass, all in registers; one 4-way reduction per pass
 // instead of a horizontal sum per (row, key) ------------------------------------------------------
 
-template <int R>
-void scores_rows(const float* q, const float* k, int n4, int hd, float* s) {
+inline V load_elems(const float* p) { return Simd::load(p); }
+inline V load_elems(const int8_t* p) { return Simd::load_i8(p); }
+
+template <int R, class T>
+void scores_rows(const float* q, const T* k, int n4, int hd, float* s) {
   for (int j = 0; j < n4; j += 4) {
-    const float* k0 = k + int64_t{j} * hd;
+    const T* k0 = k + int64_t{j} * hd;
     V acc[R][4];
     for (int r = 0; r < R; ++r)
       for (int i = 0; i < 4; ++i) acc[r][i] = Simd::zero();
     for (int d = 0; d < hd; d += Simd::kW) {
       V kv[4];
-      for (int i = 0; i < 4; ++i) kv[i] = Simd::load(k0 + i * hd + d);
+      for (int i = 0; i < 4; ++i) kv[i] = load_elems(k0 + i * hd + d);
       for (int r = 0; r < R; ++r) {
         const V qv = Simd::load(q + r * hd + d);
         for (int i = 0; i < 4; ++i) acc[r][i] = Simd::fmadd(qv, kv[i], acc[r][i]);
@@ -66,7 +69,10 @@ void scores_rows(const float* q, const float* k, int n4, int hd, float* s) {
   }
 }
 
-void scores(const float* q, int n_rows, const float* k, int n_keys, int hd, float* s) {
+// Keys as f32 (a loaded tile) or as the page's int8 codes read in place (decode: one conversion in
+// registers instead of a 16 KB f32 tile written and read back per head and page).
+template <class T>
+void scores(const float* q, int n_rows, const T* k, int n_keys, int hd, float* s) {
   const int n4 = (n_keys + 3) & ~3;
   int r = 0;
   for (; r + Simd::kScoreRows <= n_rows; r += Simd::kScoreRows)
@@ -118,8 +124,8 @@ void softmax_tile(float* s, int n_rows, const int32_t* valid, const float* kscal
 // --- weighted sum of values: R rows x C vectors of the output in registers while the keys stream
 // past; each value vector load serves R rows --------------------------------------------------------
 
-template <int R, int C>
-void accumulate_block(float* acc, const float* p, const float* alpha, const float* v, int n_keys, int hd, int d) {
+template <int R, int C, class T>
+void accumulate_block(float* acc, const float* p, const float* alpha, const T* v, int n_keys, int hd, int d) {
   V a[R][C];
   for (int r = 0; r < R; ++r) {
     const V va = Simd::set1(alpha[r]);
@@ -127,7 +133,7 @@ void accumulate_block(float* acc, const float* p, const float* alpha, const floa
   }
   for (int j = 0; j < n_keys; ++j) {
     V vv[C];
-    for (int c = 0; c < C; ++c) vv[c] = Simd::load(v + int64_t{j} * hd + d + c * Simd::kW);
+    for (int c = 0; c < C; ++c) vv[c] = load_elems(v + int64_t{j} * hd + d + c * Simd::kW);
     for (int r = 0; r < R; ++r) {
       const V pb = Simd::set1(p[r * kTile + j]);
       for (int c = 0; c < C; ++c) a[r][c] = Simd::fmadd(pb, vv[c], a[r][c]);
@@ -137,15 +143,17 @@ void accumulate_block(float* acc, const float* p, const float* alpha, const floa
     for (int c = 0; c < C; ++c) Simd::store(acc + r * hd + d + c * Simd::kW, a[r][c]);
 }
 
-template <int R>
-void accumulate_rows(float* acc, const float* p, const float* alpha, const float* v, int n_keys, int hd) {
+template <int R, class T>
+void accumulate_rows(float* acc, const float* p, const float* alpha, const T* v, int n_keys, int hd) {
   int d = 0;
   for (; d + Simd::kAccVecs * Simd::kW <= hd; d += Simd::kAccVecs * Simd::kW)
     accumulate_block<R, Simd::kAccVecs>(acc, p, alpha, v, n_keys, hd, d);
   for (; d < hd; d += Simd::kW) accumulate_block<R, 1>(acc, p, alpha, v, n_keys, hd, d);
 }
 
-void accumulate(float* acc, int n_rows, const float* p, const float* alpha, const float* v, int n_keys, int hd) {
+// Values as f32 or in place as int8 codes, as scores.
+template <class T>
+void accumulate(float* acc, int n_rows, const float* p, const float* alpha, const T* v, int n_keys, int hd) {
   constexpr int R = Simd::kAccRows;
   int r = 0;
   for (; r + R <= n_rows; r += R) accumulate_rows<R>(acc + int64_t{r} * hd, p + r * kTile, alpha + r, v, n_keys, hd);
@@ -157,5 +165,6 @@ void accumulate(float* acc, int n_rows, const float* p, const float* alpha, cons
   }
 }
 
-constexpr AttentionKernels kSimdKernels{load_tile, scores, softmax_tile, accumulate, nullptr, nullptr, nullptr,
-                                        nullptr,   nullptr, nullptr, nullptr, nullptr};
+constexpr AttentionKernels kSimdKernels{load_tile, scores<float>, softmax_tile, accumulate<float>, nullptr,
+                                        nullptr,   nullptr,       nullptr,      nullptr,           nullptr,
+                                        nullptr,   nullptr,       scores<int8_t>, accumulate<int8_t>};
