@@ -162,7 +162,7 @@ Result<GenerateStats> generate(const Model& model, const Tokenizer& tokenizer, s
     }
     if (k > 0) budget.update(static_cast<int>(k), static_cast<int>(n_accepted), options.spec_block - 1);
     // The step's wall time (drafting, forward, verification) against what it committed.
-    if (drafter && t_step != Clock::time_point{})
+    if (drafter && options.spec_time_rule && t_step != Clock::time_point{})
       budget.observe_step(k > 0, static_cast<int>(n_accepted + 1),
                           std::chrono::duration<double>(Clock::now() - t_step).count());
     stats.drafted_tokens += k;

@@ -46,6 +46,10 @@ struct GenerateOptions {
   // output has the same distribution. nullptr = plain decoding. Not owned.
   const DrafterSource* drafter = nullptr;
   int spec_block = 8;
+  // Whether the draft budget also weighs each step's wall time (spec/draft_budget.h: drafting slower
+  // than plain decoding pauses). false = acceptance alone decides, a schedule that does not depend
+  // on the machine's speed (tests that count steps; acceptance measurements).
+  bool spec_time_rule = true;
 };
 
 struct GenerateStats {

@@ -164,12 +164,14 @@ TEST_P(SpecGenerate, GreedyIdenticalForEveryDrafter) {
     for (const auto& [name, src] : sources) {
       GenerateOptions o = greedy(40);
       o.spec_block = block;
+      // The oracle's step count is checked against acceptance alone: with the time rule a slow
+      // verify step (the hybrid's state copies under the sanitizers) may legitimately pause it.
+      o.spec_time_rule = name != "oracle";
       const GenRun spec = run(*m, prompt, o, src);
       expect_same(plain, spec, str_cat(preset, " ", name, " block ", block));
       if (name == "oracle") {
         EXPECT_EQ(spec.stats.accepted_draft_tokens, spec.stats.drafted_tokens);
-        // + 2: the two plain steps DraftBudget takes to measure plain decoding's rate (draft_budget.h).
-        EXPECT_LT(spec.stats.n_decode_steps, 40 / (block - 1) + 2 + 2) << "oracle drafts must be accepted in blocks";
+        EXPECT_LT(spec.stats.n_decode_steps, 40 / (block - 1) + 2) << "oracle drafts must be accepted in blocks";
       }
       if (name == "random") {
         EXPECT_GT(spec.stats.drafted_tokens, 0);
