@@ -1,9 +1,9 @@
 // Long-lived, write-once byte buffers for repacked weights, backed by transparent huge pages.
 //
 // Decode streams every weight once per token. With 4 KiB pages the hardware prefetchers stop at each
-// page boundary and every 4 KiB costs a TLB walk; with 2 MiB pages one core's sequential read went
-// from 25 to 29-34 GB/s and the Q4_0 decode kernel from 17 to 27 GB/s (docs/PERFORMANCE.md, "Huge
-// pages"). Allocations are carved out of 2 MiB-aligned anonymous mappings marked MADV_HUGEPAGE
+// page boundary and every 4 KiB costs a TLB walk; with 2 MiB pages one thread's Q4_0 decode pass
+// (bench_matmul decode/Q4_0) went from 17.5 to 23.3 GB/s (docs/PERFORMANCE.md, "Decode against the
+// memory bandwidth"). Allocations are carved out of 2 MiB-aligned anonymous mappings marked MADV_HUGEPAGE
 // (which takes effect when /sys/kernel/mm/transparent_hugepage/enabled is `always` or `madvise`,
 // the default of most distributions; with `never` they are plain pages and nothing else changes).
 // Small buffers share 64 MiB chunks, so a model's many 1-4 MiB matrices lie back to back on huge

@@ -31,7 +31,7 @@ int64_t round_up16(int64_t n) { return (n + 15) / 16 * 16; }
 // Head h's int8 codes in a page block, and its n per-token scales copied to scale[0, n) with 1 past
 // n (softmax_tile reads all 32; a slot past n may hold any bits).
 const int8_t* int8_head(const KvPageGeometry& geo, const uint8_t* block, int64_t h, int n, float* scale) {
-  std::memcpy(scale, block + geo.data_bytes() + 4 * h * kKvPageTokens, static_cast<size_t>(n) * 4);
+  std::memcpy(scale, block + geo.scales_offset(h), static_cast<size_t>(n) * 4);
   std::fill(scale + n, scale + kKvPageTokens, 1.0f);
   return reinterpret_cast<const int8_t*>(block + h * geo.head_bytes());
 }
@@ -45,7 +45,7 @@ void prefetch_head(const PagedKvView& kv, int64_t page, int64_t kvh) {
     const uint8_t* head = block + kvh * bytes;
     for (int64_t off = 0; off < bytes; off += 64) __builtin_prefetch(head + off, 0, 3);
     if (kv.geo.format == KvFormat::kInt8)
-      __builtin_prefetch(block + kv.geo.data_bytes() + 4 * kvh * kKvPageTokens, 0, 3);
+      __builtin_prefetch(block + kv.geo.scales_offset(kvh), 0, 3);
   }
 }
 

@@ -240,7 +240,7 @@ void load_tile_bf16(const KvPageGeometry& geo, const uint8_t* block, int h, int 
   const int hd = geo.head_dim;
   const uint8_t* src = block + h * geo.head_bytes();
   if (geo.format == KvFormat::kInt8) {
-    std::memcpy(scale, block + geo.data_bytes() + 4 * int64_t{h} * kTile, static_cast<size_t>(n) * 4);
+    std::memcpy(scale, block + geo.scales_offset(h), static_cast<size_t>(n) * 4);
     for (int j = n; j < kTile; ++j) scale[j] = 1.0f;
   } else {
     for (int j = 0; j < kTile; ++j) scale[j] = 1.0f;

@@ -37,6 +37,8 @@ struct KvPageGeometry {
   int64_t data_bytes() const { return n_kv_head * head_bytes(); }
   int64_t scales_bytes() const { return format == KvFormat::kInt8 ? int64_t{4} * n_kv_head * kKvPageTokens : 0; }
   int64_t block_bytes() const { return (data_bytes() + scales_bytes() + 63) / 64 * 64; }
+  // int8: where head h's 32 per-token scales (f32) start in a block, after the codes of every head.
+  int64_t scales_offset(int64_t h) const { return data_bytes() + 4 * h * kKvPageTokens; }
   int64_t page_bytes() const { return 2 * n_layer * block_bytes(); }
   int64_t k_offset(int il) const { return 2 * il * block_bytes(); }
   int64_t v_offset(int il) const { return (2 * il + 1) * block_bytes(); }

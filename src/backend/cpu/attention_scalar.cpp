@@ -55,7 +55,7 @@ void kv_store_row(const KvPageGeometry& geo, uint8_t* block, int slot, const flo
       case KvFormat::kInt8: {
         auto* q = reinterpret_cast<int8_t*>(dst);
         const float scale = simd ? cpu::kv_quantize_int8_avx2(xh, hd, q) : cpu::kv_quantize_int8_scalar(xh, hd, q);
-        std::memcpy(block + geo.data_bytes() + 4 * (static_cast<int64_t>(h) * kKvPageTokens + slot), &scale, 4);
+        std::memcpy(block + geo.scales_offset(h) + 4 * slot, &scale, 4);
         break;
       }
     }
@@ -78,7 +78,7 @@ void kv_load_row(const KvPageGeometry& geo, const uint8_t* block, int h, int slo
       break;
     case KvFormat::kInt8: {
       float scale;
-      std::memcpy(&scale, block + geo.data_bytes() + 4 * (static_cast<int64_t>(h) * kKvPageTokens + slot), 4);
+      std::memcpy(&scale, block + geo.scales_offset(h) + 4 * slot, 4);
       const auto* q = reinterpret_cast<const int8_t*>(src);
       for (int d = 0; d < hd; ++d) out[d] = static_cast<float>(q[d]) * scale;
       break;
@@ -112,7 +112,7 @@ void load_tile_scalar(const KvPageGeometry& geo, const uint8_t* block, int h, in
       case KvFormat::kInt8: {
         const auto* q = reinterpret_cast<const int8_t*>(src) + static_cast<int64_t>(j) * hd;
         for (int d = 0; d < hd; ++d) o[d] = static_cast<float>(q[d]);
-        std::memcpy(scale + j, block + geo.data_bytes() + 4 * (static_cast<int64_t>(h) * kKvPageTokens + j), 4);
+        std::memcpy(scale + j, block + geo.scales_offset(h) + 4 * j, 4);
         break;
       }
     }

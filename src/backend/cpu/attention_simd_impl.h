@@ -34,7 +34,7 @@ void load_tile(const KvPageGeometry& geo, const uint8_t* block, int h, int n, fl
     case KvFormat::kInt8: {
       const auto* q = reinterpret_cast<const int8_t*>(src);
       for (int64_t i = 0; i < len; i += Simd::kW) Simd::store(dst + i, Simd::load_i8(q + i));
-      std::memcpy(scale, block + geo.data_bytes() + 4 * int64_t{h} * kTile, static_cast<size_t>(n) * 4);
+      std::memcpy(scale, block + geo.scales_offset(h), static_cast<size_t>(n) * 4);
       for (int j = n; j < kTile; ++j) scale[j] = 1.0f;
       break;
     }
