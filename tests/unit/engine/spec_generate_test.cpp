@@ -5,8 +5,10 @@
 // accepted block end the output exactly where plain decoding ends it.
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <thread>
 
 #include "engine/generate.h"
 #include "model/architecture.h"
@@ -201,6 +203,53 @@ TEST_P(SpecGenerate, StopStringAndLengthInsideAnAcceptedBlock) {
     EXPECT_EQ(plain.stats.stop, StopReason::kStopString);
     expect_same(plain, run(*m, prompt, o, &oracle), "stop '" + stop + "'");
   }
+}
+
+// An always-right drafter that takes 30 ms per proposal: far slower than a tiny model's plain step,
+// so with the time rule drafting pauses after its first measured steps; with spec_time_rule = false
+// acceptance alone decides and it drafts every step. The output is plain decoding's either way.
+class SlowOracleSource final : public DrafterSource {
+ public:
+  SlowOracleSource(std::vector<int32_t> full, int32_t n_vocab) : full_(std::move(full)), n_vocab_(n_vocab) {}
+  std::string_view method() const override { return "slow oracle"; }
+  std::unique_ptr<Drafter> make() const override { return std::make_unique<Slow>(full_, n_vocab_); }
+
+ private:
+  struct Slow final : Drafter {
+    Slow(std::vector<int32_t> full, int32_t n_vocab) : inner(std::move(full), 0, n_vocab) {}
+    std::string_view method() const override { return "slow oracle"; }
+    Status observe(const DraftObservation& obs) override { return inner.observe(obs); }
+    void rollback(int64_t n) override { inner.rollback(n); }
+    Result<std::vector<int32_t>> propose(int max_tokens) override {
+      std::this_thread::sleep_for(std::chrono::milliseconds(30));
+      return inner.propose(max_tokens);
+    }
+    spec_test::OracleDrafter inner;
+  };
+  std::vector<int32_t> full_;
+  int32_t n_vocab_;
+};
+
+TEST_P(SpecGenerate, TimeRuleOptionPausesASlowDrafterOnlyWhenOn) {
+  const std::string preset = GetParam();
+  auto m = model_ending(preset, Ending::kLength);
+  ASSERT_TRUE(m);
+  const auto prompt = repeating_prompt(*m->tokenizer);
+  const GenRun plain = run(*m, prompt, greedy(24), nullptr);
+  std::vector<int32_t> full = prompt;
+  full.insert(full.end(), plain.stats.tokens.begin(), plain.stats.tokens.end());
+  SlowOracleSource slow(full, static_cast<int32_t>(m->model.config().n_vocab));
+  GenerateOptions o = greedy(24);
+  o.spec_block = 2;
+  o.spec_time_rule = false;
+  const GenRun off = run(*m, prompt, o, &slow);
+  expect_same(plain, off, "time rule off");
+  EXPECT_EQ(off.stats.accepted_draft_tokens, off.stats.drafted_tokens);
+  EXPECT_GE(off.stats.drafted_tokens, 10) << "acceptance alone keeps an always-right drafter on";
+  o.spec_time_rule = true;
+  const GenRun on = run(*m, prompt, o, &slow);
+  expect_same(plain, on, "time rule on");
+  EXPECT_LT(on.stats.drafted_tokens, off.stats.drafted_tokens) << "drafting slower than plain decoding pauses";
 }
 
 TEST_P(SpecGenerate, EndOfGenerationInsideAnAcceptedBlock) {
