@@ -26,7 +26,8 @@ std::string label(std::string_view name) {
 // The best kernel at or below `level` (a level may lack a kernel for some format).
 TileKernel pick_kernel(WeightFormat f, IsaLevel level) {
   TileKernel k = nullptr;
-  if (f == WeightFormat::kQ4_0x8 || f == WeightFormat::kQ8_0x8 || f == WeightFormat::kMlx4x8) {
+  if (f == WeightFormat::kQ4_0x8 || f == WeightFormat::kQ8_0x8 || f == WeightFormat::kMlx4x8 ||
+      f == WeightFormat::kQ4_Kx8) {
     // x8 layouts are only built at AVX2 and above (pack_weights, pack_mlx_weights).
     k = level >= IsaLevel::kAvx512 ? cpu::avx512_x8_kernel(f) : cpu::avx2_x8_kernel(f);
     SPLASH_CHECK(k != nullptr);
@@ -68,6 +69,7 @@ const char* weight_format_name(WeightFormat f) {
     case WeightFormat::kQ4_0x8: return "Q4_0x8";
     case WeightFormat::kQ8_0x8: return "Q8_0x8";
     case WeightFormat::kMlx4x8: return "MLX4x8";
+    case WeightFormat::kQ4_Kx8: return "Q4_Kx8";
   }
   return "?";
 }
@@ -270,6 +272,7 @@ void matmul(const PackedWeights& w, const float* x, float* y, int64_t n, ThreadP
     grow(qx.d, n * qx.blocks());
     grow(qx.dsum, n * qx.blocks());
     grow(qx.qsum, n * qx.blocks());
+    grow(qx.qsum16, n * qx.blocks());
     auto quantize = level >= IsaLevel::kAvx2 ? cpu::quantize_acts_avx2 : cpu::quantize_acts_scalar;
     constexpr int64_t kRowsPerTask = 16;
     if (n < kRowsPerTask) {

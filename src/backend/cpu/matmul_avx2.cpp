@@ -43,10 +43,14 @@ void quantize_acts_avx2(const float* x, QuantizedActs& qx, int64_t i0, int64_t i
       const __m256 vid = _mm256_set1_ps(id);
       __m256i iv[4];
       for (int k = 0; k < 4; ++k) iv[k] = _mm256_cvtps_epi32(_mm256_mul_ps(v[k], vid));
-      const __m256i s = _mm256_add_epi32(_mm256_add_epi32(iv[0], iv[1]), _mm256_add_epi32(iv[2], iv[3]));
-      __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
-      s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4E));
-      s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xB1));
+      // Sums of the first 16 codes (lane 0) and of all 32 (lane 1), reduced side by side.
+      const __m256i s01 = _mm256_add_epi32(iv[0], iv[1]);
+      const __m256i s = _mm256_add_epi32(s01, _mm256_add_epi32(iv[2], iv[3]));
+      __m256i both = _mm256_permute2x128_si256(s01, s, 0x20);  // [s01 lo | s lo]
+      both = _mm256_add_epi32(both, _mm256_permute2x128_si256(s01, s, 0x31));
+      both = _mm256_add_epi32(both, _mm256_shuffle_epi32(both, 0x4E));
+      both = _mm256_add_epi32(both, _mm256_shuffle_epi32(both, 0xB1));
+      const __m128i s4 = _mm256_extracti128_si256(both, 1);
       // Pack 32 int32 -> 32 int8; packs work per 128-bit lane, the permute restores the order.
       const __m256i p16a = _mm256_packs_epi32(iv[0], iv[1]);
       const __m256i p16b = _mm256_packs_epi32(iv[2], iv[3]);
@@ -56,6 +60,7 @@ void quantize_acts_avx2(const float* x, QuantizedActs& qx, int64_t i0, int64_t i
       qx.d[i * nb + b] = d;
       qx.dsum[i * nb + b] = d * static_cast<float>(_mm_cvtsi128_si32(s4));
       qx.qsum[i * nb + b] = _mm_cvtsi128_si32(s4);
+      qx.qsum16[i * nb + b] = _mm_cvtsi128_si32(_mm256_castsi256_si128(both));
     }
   }
 }

@@ -26,7 +26,10 @@ namespace {
 #include "backend/cpu/matmul_gemm512_impl.h"
 }  // namespace
 
-TileKernel avx512_x8_kernel(WeightFormat f) { return x16_kernel(f); }
+TileKernel avx512_x8_kernel(WeightFormat f) {
+  if (TileKernel k = x16_kernel(f)) return k;
+  return x8_kernel(f);  // layouts without a 512-bit pair kernel (Q4_Kx8)
+}
 
 TileKernel avx512_kernel(WeightFormat f) {
   // Float formats gain nothing from VNNI; the AVX2 versions serve them.

@@ -110,6 +110,76 @@ void q8_0x8_micro(const uint8_t* gp, int64_t nb, const splash::cpu::QuantizedAct
   for (int m = 0; m < M; ++m) out[m] = acc[m];
 }
 
+// Q4_Kx8, 8 rows x M activation rows. Per sub-block of 32 values the integer sums are those of the
+// Q4_0x8 kernel without the -8; they meet the 8 rows' 6-bit scales (bytes widened to floats, shared
+// by the M activation rows) and the activation block's scale in one FMA, and the mins meet the
+// activation's d * sum(codes) in another; d and dmin multiply once per super-block.
+template <int M>
+void q4_kx8_micro(const uint8_t* gp, int64_t nb, const splash::cpu::QuantizedActs& qx, int64_t i0,
+                  __m256* out) {
+  using splash::cpu::kQ4_Kx8SuperBytes;
+  const int8_t* xq[M];
+  const float* xd[M];
+  const float* xs[M];
+  __m256 acc[M];
+  for (int m = 0; m < M; ++m) {
+    xq[m] = qx.q_row(i0 + m);
+    xd[m] = qx.d_row(i0 + m);
+    xs[m] = qx.dsum_row(i0 + m);
+    acc[m] = _mm256_setzero_ps();
+  }
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  for (int64_t b0 = 0; b0 < nb; b0 += 8) {
+    const uint8_t* p = gp + b0 / 8 * kQ4_Kx8SuperBytes;
+    __m256 ssum[M], msum[M];
+    for (int m = 0; m < M; ++m) {
+      ssum[m] = _mm256_setzero_ps();
+      msum[m] = _mm256_setzero_ps();
+    }
+    for (int j = 0; j < 8; ++j) {
+      const int64_t b = b0 + j;
+      const uint8_t* c = p + splash::cpu::kQ4_Kx8CodeOffset + 128 * j;
+      // Two lines of the super-block ahead per 128 code bytes: 18.5 lines per super-block.
+      _mm_prefetch(reinterpret_cast<const char*>(c + kX8PrefetchBytes), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(c + kX8PrefetchBytes + 64), _MM_HINT_T0);
+      __m256i isum[M];
+      for (int m = 0; m < M; ++m) isum[m] = _mm256_setzero_si256();
+      for (int s = 0; s < 4; ++s) {
+        const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c + 32 * s));
+        const __m256i lo = _mm256_and_si256(v, m4);
+        const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+        for (int m = 0; m < M; ++m) {
+          const __m256i xl = bcast4(xq[m] + b * 32 + 4 * s);
+          const __m256i xh = bcast4(xq[m] + b * 32 + 16 + 4 * s);
+#if SPLASH_SIMD_VNNI
+          isum[m] = _mm256_dpbusd_epi32(_mm256_dpbusd_epi32(isum[m], lo, xl), hi, xh);
+#else
+          isum[m] = _mm256_add_epi16(isum[m], _mm256_add_epi16(_mm256_maddubs_epi16(lo, xl),
+                                                               _mm256_maddubs_epi16(hi, xh)));
+#endif
+        }
+      }
+      const __m256 sc = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(
+          _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + splash::cpu::kQ4_Kx8ScOffset + 8 * j))));
+      const __m256 mn = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(
+          _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + splash::cpu::kQ4_Kx8MinOffset + 8 * j))));
+      for (int m = 0; m < M; ++m) {
+#if SPLASH_SIMD_VNNI
+        const __m256i i32 = isum[m];
+#else
+        const __m256i i32 = _mm256_madd_epi16(isum[m], _mm256_set1_epi16(1));
+#endif
+        ssum[m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i32), _mm256_mul_ps(sc, _mm256_set1_ps(xd[m][b])), ssum[m]);
+        msum[m] = _mm256_fmadd_ps(mn, _mm256_set1_ps(xs[m][b]), msum[m]);
+      }
+    }
+    const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    const __m256 dmin = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16)));
+    for (int m = 0; m < M; ++m) acc[m] = _mm256_fnmadd_ps(msum[m], dmin, _mm256_fmadd_ps(ssum[m], d, acc[m]));
+  }
+  for (int m = 0; m < M; ++m) out[m] = acc[m];
+}
+
 // y[i0 + m, row0 .. row0 + 8) = v[m], cut to the matrix's real rows in the last group.
 template <int M>
 void store_x8(const __m256* v, float* y, int64_t ld, int64_t i0, int64_t row0, int64_t rows) {
@@ -224,6 +294,13 @@ struct MicroQ8_0x8 {
     q8_0x8_micro<M>(gp, nb, qx, i0, out);
   }
 };
+struct MicroQ4_Kx8 {
+  template <int M>
+  static void run(const splash::PackedWeights&, const uint8_t* gp, int64_t nb, const splash::cpu::QuantizedActs& qx,
+                  int64_t i0, __m256* out) {
+    q4_kx8_micro<M>(gp, nb, qx, i0, out);
+  }
+};
 struct MicroMlx4x8 {
   template <int M>
   static void run(const splash::PackedWeights& w, const uint8_t* gp, int64_t nb,
@@ -268,5 +345,6 @@ void x8_tile(const splash::cpu::KernelArgs& a) {
   if (f == splash::WeightFormat::kQ4_0x8) return x8_tile<MicroQ4_0x8>;
   if (f == splash::WeightFormat::kQ8_0x8) return x8_tile<MicroQ8_0x8>;
   if (f == splash::WeightFormat::kMlx4x8) return x8_tile<MicroMlx4x8>;
+  if (f == splash::WeightFormat::kQ4_Kx8) return x8_tile<MicroQ4_Kx8>;
   return nullptr;
 }

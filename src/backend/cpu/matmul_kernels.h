@@ -19,12 +19,14 @@ struct QuantizedActs {
   std::vector<float> d;      // [n, cols / 32] scale per block
   std::vector<float> dsum;   // [n, cols / 32] d * sum(qs of the block): folds code offsets and biases
   std::vector<int32_t> qsum; // [n, cols / 32] sum(qs of the block): the x8 kernels fold Q4_0's -8 in int32
+  std::vector<int32_t> qsum16; // [n, cols / 32] sum of the block's first 16 qs: Q6_Kx8's -32 per 16 values
 
   int64_t blocks() const { return cols / kActBlock; }
   const int8_t* q_row(int64_t i) const { return qs.data() + i * cols; }
   const float* d_row(int64_t i) const { return d.data() + i * blocks(); }
   const float* dsum_row(int64_t i) const { return dsum.data() + i * blocks(); }
   const int32_t* qsum_row(int64_t i) const { return qsum.data() + i * blocks(); }
+  const int32_t* qsum16_row(int64_t i) const { return qsum16.data() + i * blocks(); }
 };
 
 // One unit of work: y[i, r] for r in [r0, r1), i in [i0, i1). `x` is [n, cols] f32 (float formats),

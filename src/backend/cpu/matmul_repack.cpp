@@ -11,15 +11,66 @@ namespace splash::cpu {
 WeightFormat x8_format_of(WeightFormat f) {
   if (f == WeightFormat::kQ4_0) return WeightFormat::kQ4_0x8;
   if (f == WeightFormat::kQ8_0) return WeightFormat::kQ8_0x8;
+  if (f == WeightFormat::kQ4_K) return WeightFormat::kQ4_Kx8;
   return f;
 }
 
 int64_t x8_block_bytes(WeightFormat x8) {
-  SPLASH_CHECK(x8 == WeightFormat::kQ4_0x8 || x8 == WeightFormat::kQ8_0x8);
+  SPLASH_CHECK(x8 == WeightFormat::kQ4_0x8 || x8 == WeightFormat::kQ8_0x8 || x8 == WeightFormat::kQ4_Kx8);
+  if (x8 == WeightFormat::kQ4_Kx8) return kQ4_Kx8SuperBytes / 8;
   return x8 == WeightFormat::kQ4_0x8 ? kQ4_0x8BlockBytes : kQ8_0x8BlockBytes;
 }
 
+namespace {
+
+// Row `lane` of a kQ4_Kx8 super-block at `out` from one file super-block (BlockQ4_K); lane 0..7.
+void put_q4_k_lane(const uint8_t* blk, int lane, uint8_t* out) {
+  BlockQ4_K b;
+  std::memcpy(&b, blk, sizeof(b));
+  std::memcpy(out + 2 * lane, &b.d, 2);
+  std::memcpy(out + 16 + 2 * lane, &b.dmin, 2);
+  uint8_t q[256];  // codes in value order: file group i, byte l holds values 64i + l and 64i + 32 + l
+  for (int i = 0; i < 4; ++i)
+    for (int l = 0; l < 32; ++l) {
+      q[64 * i + l] = b.qs[32 * i + l] & 0xF;
+      q[64 * i + 32 + l] = b.qs[32 * i + l] >> 4;
+    }
+  for (int j = 0; j < 8; ++j) {
+    int sc, m;
+    k_scale_min(b.scales, j, sc, m);
+    out[kQ4_Kx8ScOffset + 8 * j + lane] = static_cast<uint8_t>(sc);
+    out[kQ4_Kx8MinOffset + 8 * j + lane] = static_cast<uint8_t>(m);
+    uint8_t* codes = out + kQ4_Kx8CodeOffset + 128 * j;
+    for (int s = 0; s < 4; ++s)  // as Q4_0x8: step s, byte k = values 4s + k (low) and 16 + 4s + k (high)
+      for (int k = 0; k < 4; ++k)
+        codes[32 * s + 4 * lane + k] = static_cast<uint8_t>(q[32 * j + 4 * s + k] | (q[32 * j + 16 + 4 * s + k] << 4));
+  }
+}
+
+void zero_q4_k_lane(int lane, uint8_t* out) {
+  std::memset(out + 2 * lane, 0, 2);
+  std::memset(out + 16 + 2 * lane, 0, 2);
+  for (int j = 0; j < 8; ++j) {
+    out[kQ4_Kx8ScOffset + 8 * j + lane] = 0;
+    out[kQ4_Kx8MinOffset + 8 * j + lane] = 0;
+    for (int s = 0; s < 4; ++s) std::memset(out + kQ4_Kx8CodeOffset + 128 * j + 32 * s + 4 * lane, 0, 4);
+  }
+}
+
+}  // namespace
+
 void repack_x8_rows(WeightFormat x8, const uint8_t* src, int64_t rows, int64_t cols, int64_t row0, uint8_t* dst) {
+  if (x8 == WeightFormat::kQ4_Kx8) {
+    const int64_t nsb = cols / 256;
+    for (int64_t i = 0; i < rows; ++i) {
+      const int64_t row = row0 + i;
+      uint8_t* group = dst + (row / kX8Rows) * nsb * kQ4_Kx8SuperBytes;
+      for (int64_t sb = 0; sb < nsb; ++sb)
+        put_q4_k_lane(src + (i * nsb + sb) * sizeof(BlockQ4_K), static_cast<int>(row % kX8Rows),
+                      group + sb * kQ4_Kx8SuperBytes);
+    }
+    return;
+  }
   const bool q4 = x8 == WeightFormat::kQ4_0x8;
   const int64_t nb = cols / 32;
   const int64_t src_block = q4 ? 18 : 34;  // fp16 d + codes
@@ -42,6 +93,14 @@ void repack_x8_rows(WeightFormat x8, const uint8_t* src, int64_t rows, int64_t c
 }
 
 void zero_x8_padding(WeightFormat x8, int64_t rows, int64_t cols, uint8_t* dst) {
+  if (x8 == WeightFormat::kQ4_Kx8) {  // d, dmin, scales and codes 0 contribute exactly 0
+    const int64_t nsb = cols / 256;
+    const int64_t padded = (rows + kX8Rows - 1) / kX8Rows * kX8Rows;
+    for (int64_t row = rows; row < padded; ++row)
+      for (int64_t sb = 0; sb < nsb; ++sb)
+        zero_q4_k_lane(static_cast<int>(row % kX8Rows), dst + ((row / kX8Rows) * nsb + sb) * kQ4_Kx8SuperBytes);
+    return;
+  }
   const int64_t nb = cols / 32;
   const int64_t block_bytes = x8_block_bytes(x8);
   const int64_t code_bytes = (x8 == WeightFormat::kQ4_0x8 ? 18 : 34) - 2;
@@ -98,12 +157,42 @@ void dequantize_mlx4x8_row(const PackedWeights& w, int64_t r, float* out) {
   }
 }
 
+// As the file's own dequantization: (d sc) code - (dmin m), in that order.
+void dequantize_q4_kx8_row(const PackedWeights& w, int64_t r, float* out) {
+  const uint8_t* group = w.data() + (r / kX8Rows) * w.group_bytes();
+  const int lane = static_cast<int>(r % kX8Rows);
+  for (int64_t sb = 0; sb < w.cols() / 256; ++sb) {
+    const uint8_t* p = group + sb * kQ4_Kx8SuperBytes;
+    uint16_t h;
+    std::memcpy(&h, p + 2 * lane, 2);
+    const float d = f16_to_f32(h);
+    std::memcpy(&h, p + 16 + 2 * lane, 2);
+    const float dmin = f16_to_f32(h);
+    for (int j = 0; j < 8; ++j) {
+      const float d1 = d * static_cast<float>(p[kQ4_Kx8ScOffset + 8 * j + lane]);
+      const float m1 = dmin * static_cast<float>(p[kQ4_Kx8MinOffset + 8 * j + lane]);
+      const uint8_t* codes = p + kQ4_Kx8CodeOffset + 128 * j;
+      float* o = out + sb * 256 + 32 * j;
+      for (int s = 0; s < 4; ++s)
+        for (int k = 0; k < 4; ++k) {
+          const uint8_t byte = codes[32 * s + 4 * lane + k];
+          o[4 * s + k] = d1 * static_cast<float>(byte & 0xF) - m1;
+          o[16 + 4 * s + k] = d1 * static_cast<float>(byte >> 4) - m1;
+        }
+    }
+  }
+}
+
 }  // namespace
 
 void dequantize_x8_row(const PackedWeights& w, int64_t r, float* out) {
   SPLASH_CHECK(w.is_x8() && r >= 0 && r < w.rows());
   if (w.format() == WeightFormat::kMlx4x8) {
     dequantize_mlx4x8_row(w, r, out);
+    return;
+  }
+  if (w.format() == WeightFormat::kQ4_Kx8) {
+    dequantize_q4_kx8_row(w, r, out);
     return;
   }
   const bool q4 = w.format() == WeightFormat::kQ4_0x8;

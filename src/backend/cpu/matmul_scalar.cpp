@@ -223,7 +223,8 @@ TileKernel scalar_kernel(WeightFormat f) {
     case WeightFormat::kMlx8: return k_mlx8;
     case WeightFormat::kQ4_0x8:
     case WeightFormat::kQ8_0x8:
-    case WeightFormat::kMlx4x8: return nullptr;  // only packed at AVX2 and above
+    case WeightFormat::kMlx4x8:
+    case WeightFormat::kQ4_Kx8: return nullptr;  // only packed at AVX2 and above
   }
   return nullptr;
 }
@@ -238,16 +239,18 @@ void quantize_acts_scalar(const float* x, QuantizedActs& qx, int64_t i0, int64_t
       for (int k = 0; k < 32; ++k) amax = std::max(amax, std::fabs(xr[b * 32 + k]));
       const float d = amax / 127.0f;
       const float id = d != 0.0f ? 1.0f / d : 0.0f;
-      int32_t sum = 0;
+      int32_t sum = 0, sum16 = 0;
       for (int k = 0; k < 32; ++k) {
         // nearbyint (ties to even) matches the SIMD cvtps rounding bit for bit.
         const int32_t v = static_cast<int32_t>(std::nearbyint(xr[b * 32 + k] * id));
         q[b * 32 + k] = static_cast<int8_t>(v);
         sum += v;
+        if (k == 15) sum16 = sum;
       }
       qx.d[i * nb + b] = d;
       qx.dsum[i * nb + b] = d * static_cast<float>(sum);
       qx.qsum[i * nb + b] = sum;
+      qx.qsum16[i * nb + b] = sum16;
     }
   }
 }
@@ -329,7 +332,8 @@ void dequantize_row_scalar(const PackedWeights& w, int64_t r, float* out) {
       return;
     case WeightFormat::kQ4_0x8:
     case WeightFormat::kQ8_0x8:
-    case WeightFormat::kMlx4x8: return;  // handled above
+    case WeightFormat::kMlx4x8:
+    case WeightFormat::kQ4_Kx8: return;  // handled above
     case WeightFormat::kMlx4:
     case WeightFormat::kMlx8: {
       const int gs = w.group_size();
