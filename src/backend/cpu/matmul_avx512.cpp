@@ -28,7 +28,7 @@ namespace {
 
 TileKernel avx512_x8_kernel(WeightFormat f) {
   if (TileKernel k = x16_kernel(f)) return k;
-  return x8_kernel(f);  // layouts without a 512-bit pair kernel (Q4_Kx8)
+  return x8_kernel(f);  // layouts without a 512-bit pair kernel (Q4_Kx8, Q6_Kx8)
 }
 
 TileKernel avx512_kernel(WeightFormat f) {

@@ -180,6 +180,84 @@ void q4_kx8_micro(const uint8_t* gp, int64_t nb, const splash::cpu::QuantizedAct
   for (int m = 0; m < M; ++m) out[m] = acc[m];
 }
 
+// Q6_Kx8, 8 rows x M activation rows. Per block of 32 values, the low nibbles (the first 16 values)
+// and the high nibbles (the last 16) take their top 2 bits and go to separate integer sums, one per
+// 16-value scale; code - 32 folds in as 32 x the activation codes' sum of those 16 values
+// (QuantizedActs::qsum16), the scales multiply in int32 (|sum| < 2^17, |scale| <= 128: exact), and
+// the block ends in one FMA with the activation scale; d multiplies once per super-block.
+template <int M>
+void q6_kx8_micro(const uint8_t* gp, int64_t nb, const splash::cpu::QuantizedActs& qx, int64_t i0,
+                  __m256* out) {
+  using splash::cpu::kQ6_Kx8BlockBytes;
+  using splash::cpu::kQ6_Kx8SuperBytes;
+  const int8_t* xq[M];
+  const float* xd[M];
+  const int32_t* xs[M];
+  const int32_t* xs16[M];
+  __m256 acc[M];
+  for (int m = 0; m < M; ++m) {
+    xq[m] = qx.q_row(i0 + m);
+    xd[m] = qx.d_row(i0 + m);
+    xs[m] = qx.qsum_row(i0 + m);
+    xs16[m] = qx.qsum16_row(i0 + m);
+    acc[m] = _mm256_setzero_ps();
+  }
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  const __m256i m30 = _mm256_set1_epi8(0x30);
+  for (int64_t b0 = 0; b0 < nb; b0 += 8) {
+    const uint8_t* p = gp + b0 / 8 * kQ6_Kx8SuperBytes;
+    __m256 ssum[M];
+    for (int m = 0; m < M; ++m) ssum[m] = _mm256_setzero_ps();
+    for (int j = 0; j < 8; ++j) {
+      const int64_t b = b0 + j;
+      const uint8_t* c = p + splash::cpu::kQ6_Kx8BlockOffset + kQ6_Kx8BlockBytes * j;
+      // Three lines ahead per 192-byte block: 26 lines per super-block.
+      for (int64_t off = 0; off < kQ6_Kx8BlockBytes; off += 64)
+        _mm_prefetch(reinterpret_cast<const char*>(c + kX8PrefetchBytes + off), _MM_HINT_T0);
+      __m256i sa[M], sb[M];
+      for (int m = 0; m < M; ++m) sa[m] = sb[m] = _mm256_setzero_si256();
+      for (int h = 0; h < 2; ++h) {
+        const __m256i top = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c + 128 + 32 * h));
+        for (int e = 0; e < 2; ++e) {
+          const int s = 2 * h + e;
+          const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c + 32 * s));
+          // Top bits to bits 4-5: step 2h keeps them in bits 4-7 of the byte, step 2h + 1 in bits 0-3.
+          const __m256i tl = e == 0 ? top : _mm256_slli_epi16(top, 4);
+          const __m256i th = e == 0 ? _mm256_srli_epi16(top, 2) : _mm256_slli_epi16(top, 2);
+          const __m256i lo = _mm256_or_si256(_mm256_and_si256(v, m4), _mm256_and_si256(tl, m30));
+          const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4), _mm256_and_si256(th, m30));
+          for (int m = 0; m < M; ++m) {
+            const __m256i xl = bcast4(xq[m] + b * 32 + 4 * s);
+            const __m256i xh = bcast4(xq[m] + b * 32 + 16 + 4 * s);
+#if SPLASH_SIMD_VNNI
+            sa[m] = _mm256_dpbusd_epi32(sa[m], lo, xl);
+            sb[m] = _mm256_dpbusd_epi32(sb[m], hi, xh);
+#else
+            // 63 x 127 x 2 per int16 pair: one step fits, two would not; widen every step.
+            const __m256i one = _mm256_set1_epi16(1);
+            sa[m] = _mm256_add_epi32(sa[m], _mm256_madd_epi16(_mm256_maddubs_epi16(lo, xl), one));
+            sb[m] = _mm256_add_epi32(sb[m], _mm256_madd_epi16(_mm256_maddubs_epi16(hi, xh), one));
+#endif
+          }
+        }
+      }
+      const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + splash::cpu::kQ6_Kx8ScOffset + 16 * j));
+      const __m256i sc_a = _mm256_cvtepi8_epi32(sc);
+      const __m256i sc_b = _mm256_cvtepi8_epi32(_mm_srli_si128(sc, 8));
+      for (int m = 0; m < M; ++m) {
+        const int32_t x16 = xs16[m][b];
+        const __m256i a = _mm256_sub_epi32(sa[m], _mm256_set1_epi32(32 * x16));
+        const __m256i bb = _mm256_sub_epi32(sb[m], _mm256_set1_epi32(32 * (xs[m][b] - x16)));
+        const __m256i t = _mm256_add_epi32(_mm256_mullo_epi32(a, sc_a), _mm256_mullo_epi32(bb, sc_b));
+        ssum[m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(t), _mm256_set1_ps(xd[m][b]), ssum[m]);
+      }
+    }
+    const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    for (int m = 0; m < M; ++m) acc[m] = _mm256_fmadd_ps(ssum[m], d, acc[m]);
+  }
+  for (int m = 0; m < M; ++m) out[m] = acc[m];
+}
+
 // y[i0 + m, row0 .. row0 + 8) = v[m], cut to the matrix's real rows in the last group.
 template <int M>
 void store_x8(const __m256* v, float* y, int64_t ld, int64_t i0, int64_t row0, int64_t rows) {
@@ -301,6 +379,13 @@ struct MicroQ4_Kx8 {
     q4_kx8_micro<M>(gp, nb, qx, i0, out);
   }
 };
+struct MicroQ6_Kx8 {
+  template <int M>
+  static void run(const splash::PackedWeights&, const uint8_t* gp, int64_t nb, const splash::cpu::QuantizedActs& qx,
+                  int64_t i0, __m256* out) {
+    q6_kx8_micro<M>(gp, nb, qx, i0, out);
+  }
+};
 struct MicroMlx4x8 {
   template <int M>
   static void run(const splash::PackedWeights& w, const uint8_t* gp, int64_t nb,
@@ -346,5 +431,6 @@ void x8_tile(const splash::cpu::KernelArgs& a) {
   if (f == splash::WeightFormat::kQ8_0x8) return x8_tile<MicroQ8_0x8>;
   if (f == splash::WeightFormat::kMlx4x8) return x8_tile<MicroMlx4x8>;
   if (f == splash::WeightFormat::kQ4_Kx8) return x8_tile<MicroQ4_Kx8>;
+  if (f == splash::WeightFormat::kQ6_Kx8) return x8_tile<MicroQ6_Kx8>;
   return nullptr;
 }

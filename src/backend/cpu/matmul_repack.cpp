@@ -12,12 +12,15 @@ WeightFormat x8_format_of(WeightFormat f) {
   if (f == WeightFormat::kQ4_0) return WeightFormat::kQ4_0x8;
   if (f == WeightFormat::kQ8_0) return WeightFormat::kQ8_0x8;
   if (f == WeightFormat::kQ4_K) return WeightFormat::kQ4_Kx8;
+  if (f == WeightFormat::kQ6_K) return WeightFormat::kQ6_Kx8;
   return f;
 }
 
 int64_t x8_block_bytes(WeightFormat x8) {
-  SPLASH_CHECK(x8 == WeightFormat::kQ4_0x8 || x8 == WeightFormat::kQ8_0x8 || x8 == WeightFormat::kQ4_Kx8);
+  SPLASH_CHECK(x8 == WeightFormat::kQ4_0x8 || x8 == WeightFormat::kQ8_0x8 || x8 == WeightFormat::kQ4_Kx8 ||
+               x8 == WeightFormat::kQ6_Kx8);
   if (x8 == WeightFormat::kQ4_Kx8) return kQ4_Kx8SuperBytes / 8;
+  if (x8 == WeightFormat::kQ6_Kx8) return kQ6_Kx8SuperBytes / 8;
   return x8 == WeightFormat::kQ4_0x8 ? kQ4_0x8BlockBytes : kQ8_0x8BlockBytes;
 }
 
@@ -57,17 +60,65 @@ void zero_q4_k_lane(int lane, uint8_t* out) {
   }
 }
 
+// Row `lane` of a kQ6_Kx8 super-block at `out` from one file super-block (BlockQ6_K).
+void put_q6_k_lane(const uint8_t* blk, int lane, uint8_t* out) {
+  BlockQ6_K b;
+  std::memcpy(&b, blk, sizeof(b));
+  std::memcpy(out + 2 * lane, &b.d, 2);
+  for (int j = 0; j < 16; ++j) out[kQ6_Kx8ScOffset + 8 * j + lane] = static_cast<uint8_t>(b.scales[j]);
+  uint8_t q[256];  // codes 0..63 in value order (file: halves of 128, quarters of 32 within)
+  for (int v = 0; v < 256; ++v) {
+    const int half = v / 128, t = (v % 128) / 32, l = v % 32;
+    const uint8_t lo = b.ql[64 * half + l + ((t & 1) ? 32 : 0)];
+    const int low4 = t < 2 ? (lo & 0xF) : (lo >> 4);
+    q[v] = static_cast<uint8_t>(low4 | (((b.qh[32 * half + l] >> (2 * t)) & 3) << 4));
+  }
+  for (int j = 0; j < 8; ++j) {
+    uint8_t* p = out + kQ6_Kx8BlockOffset + kQ6_Kx8BlockBytes * j;
+    const uint8_t* c = q + 32 * j;
+    for (int s = 0; s < 4; ++s)
+      for (int k = 0; k < 4; ++k) {
+        const int a = c[4 * s + k], h = c[16 + 4 * s + k];  // low / high nibble values of the step
+        p[32 * s + 4 * lane + k] = static_cast<uint8_t>((a & 0xF) | ((h & 0xF) << 4));
+        const int top = (a >> 4) | ((h >> 4) << 2);         // 4 bits: a's top 2, then h's
+        uint8_t& hb = p[128 + 32 * (s / 2) + 4 * lane + k];
+        hb = static_cast<uint8_t>(s % 2 == 0 ? (hb & 0x0F) | (top << 4) : (hb & 0xF0) | top);
+      }
+  }
+}
+
+void zero_q6_k_lane(int lane, uint8_t* out) {
+  std::memset(out + 2 * lane, 0, 2);
+  for (int j = 0; j < 16; ++j) out[kQ6_Kx8ScOffset + 8 * j + lane] = 0;
+  for (int j = 0; j < 8; ++j) {
+    uint8_t* p = out + kQ6_Kx8BlockOffset + kQ6_Kx8BlockBytes * j;
+    for (int s = 0; s < 4; ++s) std::memset(p + 32 * s + 4 * lane, 0, 4);
+    for (int h = 0; h < 2; ++h) std::memset(p + 128 + 32 * h + 4 * lane, 0, 4);
+  }
+}
+
+// The K-quant x8 layouts, per super-block: their file block size, bytes, and lane writers.
+struct KX8 {
+  int64_t file_bytes, bytes;
+  void (*put)(const uint8_t*, int, uint8_t*);
+  void (*zero)(int, uint8_t*);
+};
+KX8 k_x8(WeightFormat x8) {
+  if (x8 == WeightFormat::kQ4_Kx8) return {sizeof(BlockQ4_K), kQ4_Kx8SuperBytes, put_q4_k_lane, zero_q4_k_lane};
+  return {sizeof(BlockQ6_K), kQ6_Kx8SuperBytes, put_q6_k_lane, zero_q6_k_lane};
+}
+
 }  // namespace
 
 void repack_x8_rows(WeightFormat x8, const uint8_t* src, int64_t rows, int64_t cols, int64_t row0, uint8_t* dst) {
-  if (x8 == WeightFormat::kQ4_Kx8) {
+  if (x8 == WeightFormat::kQ4_Kx8 || x8 == WeightFormat::kQ6_Kx8) {
+    const KX8 k = k_x8(x8);
     const int64_t nsb = cols / 256;
     for (int64_t i = 0; i < rows; ++i) {
       const int64_t row = row0 + i;
-      uint8_t* group = dst + (row / kX8Rows) * nsb * kQ4_Kx8SuperBytes;
+      uint8_t* group = dst + (row / kX8Rows) * nsb * k.bytes;
       for (int64_t sb = 0; sb < nsb; ++sb)
-        put_q4_k_lane(src + (i * nsb + sb) * sizeof(BlockQ4_K), static_cast<int>(row % kX8Rows),
-                      group + sb * kQ4_Kx8SuperBytes);
+        k.put(src + (i * nsb + sb) * k.file_bytes, static_cast<int>(row % kX8Rows), group + sb * k.bytes);
     }
     return;
   }
@@ -93,12 +144,13 @@ void repack_x8_rows(WeightFormat x8, const uint8_t* src, int64_t rows, int64_t c
 }
 
 void zero_x8_padding(WeightFormat x8, int64_t rows, int64_t cols, uint8_t* dst) {
-  if (x8 == WeightFormat::kQ4_Kx8) {  // d, dmin, scales and codes 0 contribute exactly 0
+  if (x8 == WeightFormat::kQ4_Kx8 || x8 == WeightFormat::kQ6_Kx8) {  // scales 0 contribute exactly 0
+    const KX8 k = k_x8(x8);
     const int64_t nsb = cols / 256;
     const int64_t padded = (rows + kX8Rows - 1) / kX8Rows * kX8Rows;
     for (int64_t row = rows; row < padded; ++row)
       for (int64_t sb = 0; sb < nsb; ++sb)
-        zero_q4_k_lane(static_cast<int>(row % kX8Rows), dst + ((row / kX8Rows) * nsb + sb) * kQ4_Kx8SuperBytes);
+        k.zero(static_cast<int>(row % kX8Rows), dst + ((row / kX8Rows) * nsb + sb) * k.bytes);
     return;
   }
   const int64_t nb = cols / 32;
@@ -183,6 +235,33 @@ void dequantize_q4_kx8_row(const PackedWeights& w, int64_t r, float* out) {
   }
 }
 
+// As the file's own dequantization: (d sc) (code - 32).
+void dequantize_q6_kx8_row(const PackedWeights& w, int64_t r, float* out) {
+  const uint8_t* group = w.data() + (r / kX8Rows) * w.group_bytes();
+  const int lane = static_cast<int>(r % kX8Rows);
+  for (int64_t sb = 0; sb < w.cols() / 256; ++sb) {
+    const uint8_t* p = group + sb * kQ6_Kx8SuperBytes;
+    uint16_t h;
+    std::memcpy(&h, p + 2 * lane, 2);
+    const float d = f16_to_f32(h);
+    for (int j = 0; j < 8; ++j) {
+      const uint8_t* blk = p + kQ6_Kx8BlockOffset + kQ6_Kx8BlockBytes * j;
+      float* o = out + sb * 256 + 32 * j;
+      for (int s = 0; s < 4; ++s)
+        for (int k = 0; k < 4; ++k) {
+          const uint8_t byte = blk[32 * s + 4 * lane + k];
+          const uint8_t hb = blk[128 + 32 * (s / 2) + 4 * lane + k];
+          const int top = s % 2 == 0 ? hb >> 4 : hb & 0xF;
+          const int a = (byte & 0xF) | ((top & 3) << 4), b = (byte >> 4) | ((top >> 2) << 4);
+          const auto sc_a = static_cast<int8_t>(p[kQ6_Kx8ScOffset + 8 * (2 * j) + lane]);
+          const auto sc_b = static_cast<int8_t>(p[kQ6_Kx8ScOffset + 8 * (2 * j + 1) + lane]);
+          o[4 * s + k] = d * static_cast<float>(sc_a) * static_cast<float>(a - 32);
+          o[16 + 4 * s + k] = d * static_cast<float>(sc_b) * static_cast<float>(b - 32);
+        }
+    }
+  }
+}
+
 }  // namespace
 
 void dequantize_x8_row(const PackedWeights& w, int64_t r, float* out) {
@@ -193,6 +272,10 @@ void dequantize_x8_row(const PackedWeights& w, int64_t r, float* out) {
   }
   if (w.format() == WeightFormat::kQ4_Kx8) {
     dequantize_q4_kx8_row(w, r, out);
+    return;
+  }
+  if (w.format() == WeightFormat::kQ6_Kx8) {
+    dequantize_q6_kx8_row(w, r, out);
     return;
   }
   const bool q4 = w.format() == WeightFormat::kQ4_0x8;

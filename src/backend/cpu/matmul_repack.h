@@ -27,6 +27,18 @@
 //   8 code blocks                   sub-block j's 32 values, laid out as a Q4_0x8 block's codes
 // value = d sc_j code - dmin m_j, codes unsigned 0..15: 1184 bytes per 8 x 256 values against the
 // file's 1152 (the unpacked scales cost 2.8%, and save the kernel the 6-bit unpacking per row).
+//
+// Q6_K (kQ6_Kx8) likewise; one super-block of a group is
+//   fp16 d[8]                       (16 bytes)
+//   int8 sc[16][8]                  [16-value sub-block][row] (128 bytes)
+//   8 blocks of 32 values, 192 bytes each:
+//     the codes' low 4 bits         128 bytes, laid out as a Q4_0x8 block's codes
+//     their top 2 bits              2 x 32 bytes; byte 4r + k of half h serves steps 2h and 2h + 1 of
+//                                   row r: bits 4-5 / 6-7 the top bits of step 2h's low / high nibble
+//                                   value, bits 0-1 / 2-3 those of step 2h + 1
+// value = d sc (code - 32), codes unsigned 0..63: 1680 bytes per 8 x 256 values, as in the file. The
+// low nibbles of a block are its first 16 values and the high nibbles the last 16, so each 16-value
+// scale meets one integer sum.
 #pragma once
 
 #include <cstdint>
@@ -40,6 +52,8 @@ constexpr int64_t kQ4_0x8BlockBytes = 16 + 8 * 16;   // 144: 8 scales + 8 x 16 c
 constexpr int64_t kQ8_0x8BlockBytes = 16 + 8 * 32;   // 272: 8 scales + 8 x 32 code bytes
 constexpr int64_t kQ4_Kx8SuperBytes = 32 + 128 + 8 * 128;  // 1184: d, dmin, sc, m, 8 code blocks
 constexpr int64_t kQ4_Kx8ScOffset = 32, kQ4_Kx8MinOffset = 96, kQ4_Kx8CodeOffset = 160;
+constexpr int64_t kQ6_Kx8SuperBytes = 16 + 128 + 8 * 192;  // 1680: d, sc, 8 blocks of codes
+constexpr int64_t kQ6_Kx8ScOffset = 16, kQ6_Kx8BlockOffset = 144, kQ6_Kx8BlockBytes = 192;
 
 // Bytes of one MLX group of 8 rows in kMlx4x8: 8 scales + 8 biases of `scale_bytes` (2 or 4) each,
 // then group_size / 32 code blocks.
@@ -49,10 +63,10 @@ constexpr int64_t mlx4x8_group_bytes(int group_size, int scale_bytes) {
 
 // The x8 format for a GGML file format, or the format itself when it has none.
 WeightFormat x8_format_of(WeightFormat f);
-// Bytes per 32 values of a group of 8 rows (kQ4_Kx8: an eighth of a super-block).
+// Bytes per 32 values of a group of 8 rows (K-quants: an eighth of a super-block).
 int64_t x8_block_bytes(WeightFormat x8);
 
-// Repacks [rows, cols] GGML blocks (`src`, Q4_0 for kQ4_0x8, Q8_0 for kQ8_0x8, Q4_K for kQ4_Kx8) into `dst`, which
+// Repacks [rows, cols] GGML blocks (`src`, Q4_0 for kQ4_0x8, Q8_0 for kQ8_0x8, Q4_K / Q6_K for kQ4_Kx8 / kQ6_Kx8) into `dst`, which
 // holds ceil(rows / 8) * (cols / 32) * x8_block_bytes(x8) bytes (padding rows are zeroed here).
 void repack_x8(WeightFormat x8, const uint8_t* src, int64_t rows, int64_t cols, uint8_t* dst);
 // The same for a slice of the destination: `rows` GGML rows at `src` become rows [row0, row0 + rows)
