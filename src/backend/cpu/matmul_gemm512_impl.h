@@ -173,6 +173,135 @@ void mlx4x16_micro(const uint8_t* p0, const uint8_t* p1, int64_t nb, int subs, c
   for (int m = 0; m < M; ++m) out[m] = acc[m];
 }
 
+// Q4_Kx8, two groups x M activation rows: q4_kx8_micro on 16 rows (the 8-byte scale and min rows of
+// both groups widen to 16 floats).
+inline __m512 bytes_pair_u8(const uint8_t* p0, const uint8_t* p1) {
+  const __m128i v = _mm_unpacklo_epi64(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p0)),
+                                       _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p1)));
+  return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(v));
+}
+
+template <int M>
+void q4_kx16_micro(const uint8_t* p0, const uint8_t* p1, int64_t nb, const splash::cpu::QuantizedActs& qx,
+                   int64_t i0, __m512* out) {
+  using splash::cpu::kQ4_Kx8SuperBytes;
+  const int8_t* xq[M];
+  const float* xd[M];
+  const float* xs[M];
+  __m512 acc[M];
+  for (int m = 0; m < M; ++m) {
+    xq[m] = qx.q_row(i0 + m);
+    xd[m] = qx.d_row(i0 + m);
+    xs[m] = qx.dsum_row(i0 + m);
+    acc[m] = _mm512_setzero_ps();
+  }
+  const __m512i m4 = _mm512_set1_epi8(0x0F);
+  for (int64_t b0 = 0; b0 < nb; b0 += 8) {
+    const uint8_t* a0 = p0 + b0 / 8 * kQ4_Kx8SuperBytes;
+    const uint8_t* a1 = p1 + b0 / 8 * kQ4_Kx8SuperBytes;
+    __m512 ssum[M], msum[M];
+    for (int m = 0; m < M; ++m) ssum[m] = msum[m] = _mm512_setzero_ps();
+    for (int j = 0; j < 8; ++j) {
+      const int64_t b = b0 + j;
+      const uint8_t* c0 = a0 + splash::cpu::kQ4_Kx8CodeOffset + 128 * j;
+      const uint8_t* c1 = a1 + splash::cpu::kQ4_Kx8CodeOffset + 128 * j;
+      _mm_prefetch(reinterpret_cast<const char*>(c0 + kX8PrefetchBytes), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(c0 + kX8PrefetchBytes + 64), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(c1 + kX8PrefetchBytes), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(c1 + kX8PrefetchBytes + 64), _MM_HINT_T0);
+      __m512i isum[M];
+      for (int m = 0; m < M; ++m) isum[m] = _mm512_setzero_si512();
+      for (int s = 0; s < 4; ++s) {
+        const __m512i v = load_pair(c0 + 32 * s, c1 + 32 * s);
+        const __m512i lo = _mm512_and_si512(v, m4);
+        const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+        for (int m = 0; m < M; ++m) {
+          isum[m] = _mm512_dpbusd_epi32(isum[m], lo, bcast4_512(xq[m] + b * 32 + 4 * s));
+          isum[m] = _mm512_dpbusd_epi32(isum[m], hi, bcast4_512(xq[m] + b * 32 + 16 + 4 * s));
+        }
+      }
+      const __m512 sc = bytes_pair_u8(a0 + splash::cpu::kQ4_Kx8ScOffset + 8 * j, a1 + splash::cpu::kQ4_Kx8ScOffset + 8 * j);
+      const __m512 mn = bytes_pair_u8(a0 + splash::cpu::kQ4_Kx8MinOffset + 8 * j, a1 + splash::cpu::kQ4_Kx8MinOffset + 8 * j);
+      for (int m = 0; m < M; ++m) {
+        ssum[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[m]), _mm512_mul_ps(sc, _mm512_set1_ps(xd[m][b])), ssum[m]);
+        msum[m] = _mm512_fmadd_ps(mn, _mm512_set1_ps(xs[m][b]), msum[m]);
+      }
+    }
+    const __m512 d = scales_pair(a0, a1);
+    const __m512 dmin = scales_pair(a0 + 16, a1 + 16);
+    for (int m = 0; m < M; ++m) acc[m] = _mm512_fnmadd_ps(msum[m], dmin, _mm512_fmadd_ps(ssum[m], d, acc[m]));
+  }
+  for (int m = 0; m < M; ++m) out[m] = acc[m];
+}
+
+// Q6_Kx8, two groups x M activation rows: q6_kx8_micro on 16 rows.
+template <int M>
+void q6_kx16_micro(const uint8_t* p0, const uint8_t* p1, int64_t nb, const splash::cpu::QuantizedActs& qx,
+                   int64_t i0, __m512* out) {
+  using splash::cpu::kQ6_Kx8BlockBytes;
+  using splash::cpu::kQ6_Kx8SuperBytes;
+  const int8_t* xq[M];
+  const float* xd[M];
+  const int32_t* xs[M];
+  const int32_t* xs16[M];
+  __m512 acc[M];
+  for (int m = 0; m < M; ++m) {
+    xq[m] = qx.q_row(i0 + m);
+    xd[m] = qx.d_row(i0 + m);
+    xs[m] = qx.qsum_row(i0 + m);
+    xs16[m] = qx.qsum16_row(i0 + m);
+    acc[m] = _mm512_setzero_ps();
+  }
+  const __m512i m4 = _mm512_set1_epi8(0x0F);
+  const __m512i m30 = _mm512_set1_epi8(0x30);
+  for (int64_t b0 = 0; b0 < nb; b0 += 8) {
+    const uint8_t* a0 = p0 + b0 / 8 * kQ6_Kx8SuperBytes;
+    const uint8_t* a1 = p1 + b0 / 8 * kQ6_Kx8SuperBytes;
+    __m512 ssum[M];
+    for (int m = 0; m < M; ++m) ssum[m] = _mm512_setzero_ps();
+    for (int j = 0; j < 8; ++j) {
+      const int64_t b = b0 + j;
+      const uint8_t* c0 = a0 + splash::cpu::kQ6_Kx8BlockOffset + kQ6_Kx8BlockBytes * j;
+      const uint8_t* c1 = a1 + splash::cpu::kQ6_Kx8BlockOffset + kQ6_Kx8BlockBytes * j;
+      for (int64_t off = 0; off < kQ6_Kx8BlockBytes; off += 64) {
+        _mm_prefetch(reinterpret_cast<const char*>(c0 + kX8PrefetchBytes + off), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(c1 + kX8PrefetchBytes + off), _MM_HINT_T0);
+      }
+      __m512i sa[M], sb[M];
+      for (int m = 0; m < M; ++m) sa[m] = sb[m] = _mm512_setzero_si512();
+      for (int h = 0; h < 2; ++h) {
+        const __m512i top = load_pair(c0 + 128 + 32 * h, c1 + 128 + 32 * h);
+        for (int e = 0; e < 2; ++e) {
+          const int s = 2 * h + e;
+          const __m512i v = load_pair(c0 + 32 * s, c1 + 32 * s);
+          const __m512i tl = e == 0 ? top : _mm512_slli_epi16(top, 4);
+          const __m512i th = e == 0 ? _mm512_srli_epi16(top, 2) : _mm512_slli_epi16(top, 2);
+          const __m512i lo = _mm512_or_si512(_mm512_and_si512(v, m4), _mm512_and_si512(tl, m30));
+          const __m512i hi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(v, 4), m4), _mm512_and_si512(th, m30));
+          for (int m = 0; m < M; ++m) {
+            sa[m] = _mm512_dpbusd_epi32(sa[m], lo, bcast4_512(xq[m] + b * 32 + 4 * s));
+            sb[m] = _mm512_dpbusd_epi32(sb[m], hi, bcast4_512(xq[m] + b * 32 + 16 + 4 * s));
+          }
+        }
+      }
+      const __m128i s0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a0 + splash::cpu::kQ6_Kx8ScOffset + 16 * j));
+      const __m128i s1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a1 + splash::cpu::kQ6_Kx8ScOffset + 16 * j));
+      const __m512i sc_a = _mm512_cvtepi8_epi32(_mm_unpacklo_epi64(s0, s1));
+      const __m512i sc_b = _mm512_cvtepi8_epi32(_mm_unpackhi_epi64(s0, s1));
+      for (int m = 0; m < M; ++m) {
+        const int32_t x16 = xs16[m][b];
+        const __m512i a = _mm512_sub_epi32(sa[m], _mm512_set1_epi32(32 * x16));
+        const __m512i bb = _mm512_sub_epi32(sb[m], _mm512_set1_epi32(32 * (xs[m][b] - x16)));
+        const __m512i t = _mm512_add_epi32(_mm512_mullo_epi32(a, sc_a), _mm512_mullo_epi32(bb, sc_b));
+        ssum[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t), _mm512_set1_ps(xd[m][b]), ssum[m]);
+      }
+    }
+    const __m512 d = scales_pair(a0, a1);
+    for (int m = 0; m < M; ++m) acc[m] = _mm512_fmadd_ps(ssum[m], d, acc[m]);
+  }
+  for (int m = 0; m < M; ++m) out[m] = acc[m];
+}
+
 struct MicroQ4_0x16 {
   using Single = MicroQ4_0x8;
   template <int M>
@@ -187,6 +316,22 @@ struct MicroQ8_0x16 {
   static void run(const splash::PackedWeights&, const uint8_t* p0, const uint8_t* p1, int64_t nb,
                   const splash::cpu::QuantizedActs& qx, int64_t i0, __m512* out) {
     q8_0x16_micro<M>(p0, p1, nb, qx, i0, out);
+  }
+};
+struct MicroQ4_Kx16 {
+  using Single = MicroQ4_Kx8;
+  template <int M>
+  static void run(const splash::PackedWeights&, const uint8_t* p0, const uint8_t* p1, int64_t nb,
+                  const splash::cpu::QuantizedActs& qx, int64_t i0, __m512* out) {
+    q4_kx16_micro<M>(p0, p1, nb, qx, i0, out);
+  }
+};
+struct MicroQ6_Kx16 {
+  using Single = MicroQ6_Kx8;
+  template <int M>
+  static void run(const splash::PackedWeights&, const uint8_t* p0, const uint8_t* p1, int64_t nb,
+                  const splash::cpu::QuantizedActs& qx, int64_t i0, __m512* out) {
+    q6_kx16_micro<M>(p0, p1, nb, qx, i0, out);
   }
 };
 struct MicroMlx4x16 {
@@ -251,5 +396,7 @@ splash::cpu::TileKernel x16_kernel(splash::WeightFormat f) {
   if (f == splash::WeightFormat::kQ4_0x8) return x16_tile<MicroQ4_0x16>;
   if (f == splash::WeightFormat::kQ8_0x8) return x16_tile<MicroQ8_0x16>;
   if (f == splash::WeightFormat::kMlx4x8) return x16_tile<MicroMlx4x16>;
+  if (f == splash::WeightFormat::kQ4_Kx8) return x16_tile<MicroQ4_Kx16>;
+  if (f == splash::WeightFormat::kQ6_Kx8) return x16_tile<MicroQ6_Kx16>;
   return nullptr;
 }
