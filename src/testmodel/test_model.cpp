@@ -1,9 +1,11 @@
 #include "testmodel/test_model.h"
 
+#include <cctype>
 #include <exception>
 
 #include "formats/mlx_quant.h"
 #include "testmodel/encode.h"
+#include "testmodel/gguf_mix.h"
 #include "testmodel/tokenizer_gen.h"
 #include "testmodel/writers.h"
 
@@ -153,6 +155,18 @@ Result<TestModelSpec> test_model_preset(std::string_view name) {
   return make_error("unknown test-model preset '", name, "' (known: ", known, ")");
 }
 
+std::optional<std::pair<DType, GgufMix>> gguf_type_from_name(std::string_view name) {
+  for (GgufMix mix : {GgufMix::kQ4_K_M, GgufMix::kQ5_K_M}) {
+    const std::string_view mix_name = mix == GgufMix::kQ4_K_M ? "Q4_K_M" : "Q5_K_M";
+    bool eq = name.size() == mix_name.size();
+    for (size_t i = 0; eq && i < name.size(); ++i)
+      eq = std::toupper(static_cast<unsigned char>(name[i])) == mix_name[i];
+    if (eq) return std::pair{testmodel::gguf_mix_base_type(mix), mix};
+  }
+  if (auto t = dtype_from_name(name)) return std::pair{*t, GgufMix::kPure};
+  return std::nullopt;
+}
+
 Status validate_test_model_spec(const TestModelSpec& s) {
   if (s.arch != "llama" && s.arch != "qwen2" && s.arch != "qwen3" && s.arch != "qwen3_moe" && !s.hybrid()) {
     return make_error("test model: arch '", s.arch, "' is not one of llama, qwen2, qwen3, qwen3_moe, qwen3_next, qwen3_5");
@@ -219,16 +233,25 @@ Status validate_test_model_spec(const TestModelSpec& s) {
   }
   const uint64_t row_lengths[] = {s.n_embd, s.n_ff, uint64_t{s.n_head} * s.head_dim,
                                   s.hybrid() ? uint64_t{s.linear_n_value_heads} * s.linear_value_head_dim : s.n_embd};
+  if (s.gguf_mix != GgufMix::kPure) {
+    const char* mix = s.gguf_mix == GgufMix::kQ4_K_M ? "Q4_K_M" : "Q5_K_M";
+    if (s.format != TestModelFormat::kGguf)
+      return make_error("test model: ", mix, " is a GGUF file type (llama-quantize's mix), not a safetensors one");
+    if (s.gguf_type != testmodel::gguf_mix_base_type(s.gguf_mix))
+      return make_error("test model: ", mix, " mixes over ", dtype_name(testmodel::gguf_mix_base_type(s.gguf_mix)),
+                        ", but gguf_type is ", dtype_name(s.gguf_type));
+  }
   if (s.format == TestModelFormat::kGguf) {
     if (!testmodel::gguf_type_supported(s.gguf_type)) {
       return make_error("test model: GGUF type ", dtype_name(s.gguf_type),
-                        " is not one of F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K");
+                        " is not one of F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K (or the mixes Q4_K_M, Q5_K_M)");
     }
     const uint32_t block = dtype_traits(s.gguf_type).block_elems;
     for (uint64_t n : row_lengths) {
       if (n % block != 0) {
-        return make_error("test model: ", dtype_name(s.gguf_type), " needs rows that are multiples of ",
-                          block, " values, but a matrix has rows of ", n,
+        // llama-quantize would give such rows Q5_0 / Q5_1 / Q8_0 in a mix; Splash does not run the first two.
+        return make_error("test model: ", dtype_name(s.gguf_type), s.gguf_mix != GgufMix::kPure ? " (the mix's base)" : "",
+                          " needs rows that are multiples of ", block, " values, but a matrix has rows of ", n,
                           " (n_embd, n_ff and n_head * head_dim must all be multiples)");
       }
     }

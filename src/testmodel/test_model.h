@@ -12,8 +12,10 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "core/dtype.h"
@@ -24,6 +26,14 @@ namespace splash {
 enum class TestModelFormat : uint8_t {
   kGguf,         // one .gguf file at out_path
   kSafetensors,  // a directory at out_path (created if missing)
+};
+
+// GGUF matrix types: one type for every matrix, or one of llama-quantize's mixes over a base type
+// (gguf_mix.h has the rules).
+enum class GgufMix : uint8_t {
+  kPure,    // every 2-D matrix in gguf_type, embeddings and output included
+  kQ4_K_M,  // llama.cpp's Q4_K_M: Q4_K, Q6_K for output / tied embeddings and half of attn_v, ffn_down
+  kQ5_K_M,  // the same rules over Q5_K
 };
 
 struct TestModelSpec {
@@ -99,6 +109,9 @@ struct TestModelSpec {
   // F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K. Block types need rows (n_embd, n_ff,
   // n_head * head_dim) that are multiples of the block size (32, or 256 for the K-quants).
   DType gguf_type = DType::kF32;
+  // GGUF: kPure, or a llama-quantize mix whose base type is gguf_type (Q4_K for kQ4_K_M, Q5_K for
+  // kQ5_K_M). 1-D tensors stay F32 either way.
+  GgufMix gguf_mix = GgufMix::kPure;
 
   // safetensors: dtype of every tensor when not MLX-quantized (F32, F16, BF16).
   DType safetensors_dtype = DType::kF32;
@@ -139,6 +152,10 @@ struct TestModelSpec {
 //                                           GDN prefill benchmark (24 layers, dim 1024), Q8_0
 Result<TestModelSpec> test_model_preset(std::string_view name);
 std::vector<std::string> test_model_preset_names();
+
+// A GGUF --type value, case-insensitive: a matrix type ("q8_0" -> {Q8_0, kPure}) or a mix ("Q4_K_M" ->
+// {Q4_K, kQ4_K_M}, "Q5_K_M" -> {Q5_K, kQ5_K_M}); nullopt for anything else.
+std::optional<std::pair<DType, GgufMix>> gguf_type_from_name(std::string_view name);
 
 // Checks shapes and types against the chosen format; the message names the offending field.
 Status validate_test_model_spec(const TestModelSpec& spec);

@@ -2,6 +2,7 @@
 
 #include <charconv>
 #include <cstdlib>
+#include <tuple>
 
 namespace splash {
 namespace {
@@ -36,7 +37,10 @@ std::string test_model_usage() {
          "       [--shared-expert-ffn N] [--no-norm-topk] [--fused-experts (safetensors gate_up_proj)]\n"
          "       [--seed N] [--tokenizer tokenizer.json]\n"
          "       hybrids (qwen3_next, qwen3_5): [--moe] [--interval N] [--layer-types] [--linear-heads K,V]\n"
-         "       [--linear-head-dim N] [--mlx-linear-bits N] [--mtp 1] --out PATH\n";
+         "       [--linear-head-dim N] [--mlx-linear-bits N] [--mtp 1] --out PATH\n"
+         "       --type T (GGUF): f32 f16 bf16 q8_0 q4_0 q4_k q5_k q6_k: every matrix in T; q4_k_m, q5_k_m:\n"
+         "       llama-quantize's Q4_K_M / Q5_K_M mix (Q4_K / Q5_K, with Q6_K for the output or tied embeddings\n"
+         "       and about half of the attn_v and ffn_down matrices)\n";
 }
 
 Result<TestModelArgs> parse_test_model_args(std::span<const std::string> args) {
@@ -68,10 +72,16 @@ Result<TestModelArgs> parse_test_model_args(std::span<const std::string> args) {
       else return make_error("--format: '", v, "' is not gguf or safetensors");
       continue;
     }
-    if (f == "--type" || f == "--dtype") {
+    if (f == "--type") {
+      auto t = gguf_type_from_name(v);
+      if (!t) return make_error(f, ": unknown type '", v, "' (f32 f16 bf16 q8_0 q4_0 q4_k q5_k q6_k q4_k_m q5_k_m)");
+      std::tie(s.gguf_type, s.gguf_mix) = *t;
+      continue;
+    }
+    if (f == "--dtype") {
       auto t = dtype_from_name(v);
       if (!t) return make_error(f, ": unknown type '", v, "'");
-      (f == "--type" ? s.gguf_type : s.safetensors_dtype) = *t;
+      s.safetensors_dtype = *t;
       continue;
     }
     if (f == "--mlx-bits") { SPLASH_TRY(s.mlx_bits, parse_u32(f, v)); s.format = TestModelFormat::kSafetensors; continue; }

@@ -3,7 +3,8 @@
 //   --preset NAME         tiny-llama | tiny-qwen2 | tiny-qwen3 | tiny-llama-k | tiny-qwen3-k |
 //                         qwen3-0.6b | qwen3-1.7b | tiny-qwen3-moe | qwen3-moe-bench (default tiny-llama); the flags below override it
 //   --format gguf|safetensors   (default gguf)
-//   --type T              GGUF matrix type: f32 f16 bf16 q8_0 q4_0 q4_k q5_k q6_k
+//   --type T              GGUF matrix type: f32 f16 bf16 q8_0 q4_0 q4_k q5_k q6_k, or a llama-quantize
+//                         mix: q4_k_m q5_k_m (testmodel/gguf_mix.h)
 //   --dtype T             safetensors dtype: f32 f16 bf16
 //   --mlx-bits N          MLX affine quantization bits (2,3,4,5,6,8; implies --format safetensors)
 //   --mlx-group N         MLX group size (32, 64, 128; default 64)

@@ -6,6 +6,7 @@
 #include "formats/gguf_writer.h"
 #include "formats/tensor_names.h"
 #include "testmodel/encode.h"
+#include "testmodel/gguf_mix.h"
 #include "testmodel/weights.h"
 #include "testmodel/writers.h"
 
@@ -15,9 +16,10 @@ namespace {
 using gguf::Value;
 using gguf::ValueType;
 
-// llama.cpp's general.file_type (llama_ftype) for a "pure" file of one matrix type.
-uint32_t file_type_of(DType t) {
-  switch (t) {
+// llama.cpp's general.file_type (llama_ftype): the mix's, or that of a "pure" file of one matrix type.
+uint32_t file_type_of(const TestModelSpec& s) {
+  if (s.gguf_mix != GgufMix::kPure) return gguf_mix_file_type(s.gguf_mix);
+  switch (s.gguf_type) {
     case DType::kF32: return 0;
     case DType::kF16: return 1;
     case DType::kQ4_0: return 2;
@@ -61,7 +63,7 @@ Status set_metadata(gguf::GgufWriter& w, const TestModelSpec& s, const Tokenizer
   const std::string a = gguf_arch(s);
   SPLASH_TRY_STATUS(w.set_string("general.architecture", a));
   SPLASH_TRY_STATUS(w.set_string("general.name", str_cat("splash-test-", a)));
-  SPLASH_TRY_STATUS(w.set_u32("general.file_type", file_type_of(s.gguf_type)));
+  SPLASH_TRY_STATUS(w.set_u32("general.file_type", file_type_of(s)));
   SPLASH_TRY_STATUS(w.set_u32("general.quantization_version", 2));
   SPLASH_TRY_STATUS(w.set_u32(a + ".context_length", s.context_length));
   SPLASH_TRY_STATUS(w.set_u32(a + ".embedding_length", s.n_embd));
@@ -120,6 +122,26 @@ Status set_metadata(gguf::GgufWriter& w, const TestModelSpec& s, const Tokenizer
   return {};
 }
 
+// The file type of every planned tensor (names: their GGUF names): matrices in the spec's type or
+// as its mix chooses; 1-D tensors, routers and conv weights F32.
+Result<std::vector<DType>> gguf_tensor_types(const TestModelSpec& spec, const std::vector<TensorPlan>& plans,
+                                             const std::vector<std::string>& names) {
+  std::vector<DType> types(plans.size(), DType::kF32);
+  std::vector<MixMatrix> matrices;
+  std::vector<size_t> at;
+  for (size_t i = 0; i < plans.size(); ++i) {
+    if (plans[i].kind != TensorKind::kMatrix || plans[i].gguf_f32) continue;
+    types[i] = spec.gguf_type;
+    matrices.push_back({names[i], plans[i].cols()});
+    at.push_back(i);
+  }
+  if (spec.gguf_mix == GgufMix::kPure) return types;
+  SPLASH_TRY(const std::vector<DType> mixed,
+             gguf_mix_types(spec.gguf_mix, matrices, spec.n_layer + spec.n_mtp_layers, spec.moe() ? spec.n_expert : 0));
+  for (size_t k = 0; k < at.size(); ++k) types[at[k]] = mixed[k];
+  return types;
+}
+
 }  // namespace
 
 uint64_t chunk_rows(uint64_t rows, uint64_t cols, uint32_t head_dim, bool whole_heads) {
@@ -132,10 +154,18 @@ Status write_gguf_model(const TestModelSpec& spec, const TokenizerData& tok, uin
                         const std::string& path) {
   gguf::GgufWriter w;
   SPLASH_TRY_STATUS(set_metadata(w, spec, tok));
-  for (const TensorPlan& t : plan_tensors(spec, n_vocab)) {
+  const std::vector<TensorPlan> plans = plan_tensors(spec, n_vocab);
+  std::vector<std::string> names;
+  for (const TensorPlan& t : plans) {
     const auto name = t.gguf_name.empty() ? hf_to_gguf_name(t.hf_name) : std::optional<std::string>(t.gguf_name);
     SPLASH_CHECK_MSG(name.has_value(), t.hf_name);  // plan_tensors only makes names the map knows
-    const DType type = t.kind == TensorKind::kMatrix && !t.gguf_f32 ? spec.gguf_type : DType::kF32;
+    names.push_back(*name);
+  }
+  SPLASH_TRY(const std::vector<DType> types, gguf_tensor_types(spec, plans, names));
+  for (size_t i = 0; i < plans.size(); ++i) {
+    const TensorPlan& t = plans[i];
+    const std::string& name = names[i];
+    const DType type = types[i];
     std::vector<uint64_t> shape;  // GGUF: innermost first; conv weights lose their middle 1
     for (auto it = t.shape.rbegin(); it != t.shape.rend(); ++it)
       if (!(t.kind == TensorKind::kConv && *it == 1)) shape.push_back(*it);
@@ -163,7 +193,7 @@ Status write_gguf_model(const TestModelSpec& spec, const TokenizerData& tok, uin
       }
       return {};
     };
-    SPLASH_TRY_STATUS(w.add_tensor_producer(*name, type, std::move(shape), std::move(produce)));
+    SPLASH_TRY_STATUS(w.add_tensor_producer(name, type, std::move(shape), std::move(produce)));
   }
   return w.write(path);
 }

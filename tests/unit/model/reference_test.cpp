@@ -74,6 +74,16 @@ std::vector<Case> all_cases() {
       cases.push_back({tiny + "_mlx" + std::to_string(bits) + "g" + std::to_string(group), m, 3e-2});
     }
   }
+  // llama-quantize's Q4_K_M mix: Q4_K, with Q6_K for the tied embeddings and the attn_v / ffn_down
+  // of layers 0, 3, 6, 7 (of 8): one file of several matrix types, tolerance as the pure K-quants.
+  {
+    TestModelSpec s = spec_of("tiny-qwen3-k");
+    s.n_layer = 8;
+    s.tie_embeddings = true;
+    s.gguf_type = DType::kQ4_K;
+    s.gguf_mix = GgufMix::kQ4_K_M;
+    cases.push_back({"tiny-qwen3-k-tied_gguf_Q4_K_M", s, 3e-2});
+  }
   // qwen3_moe: stacked experts in GGUF and MLX, one tensor per expert in plain safetensors, one
   // dense layer between two MoE layers; a variant with a gated shared expert (Qwen3-Next's MoE).
   // Float weights: tolerances as for the dense models. Quantized weights: top-k routing is
