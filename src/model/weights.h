@@ -1,6 +1,7 @@
 // Model weights as the kernels take them, built once at load from ModelFiles and never changed
-// afterwards. Matrices are PackedWeights (zero-copy views of the mapping for GGML/float types, owned
-// repacks for MLX and for fused projections); norms and biases are f32 copies.
+// afterwards. Matrices are PackedWeights (zero-copy views of the mapping for float types, owned
+// repacks for Q4_0 / Q8_0 / K-quants at AVX2 and above, for MLX and for fused projections);
+// norms and biases are f32 copies.
 //
 // WeightLoader is what architecture files use to fetch their tensors by Hugging Face name with the
 // shape they expect; every error names the model file, the tensor and what was wrong.
@@ -65,7 +66,7 @@ struct MlpWeights {
 
 // A mixture-of-experts feed-forward block (blocks/moe_block.h). Expert matrices are per-expert
 // views: for stacked [n_expert, rows, cols] file tensors each one addresses its expert's slice of
-// the mapping (zero-copy for the float and K-quant types, a per-expert repack otherwise).
+// the mapping (zero-copy where the kernels read the file's layout, a per-expert repack otherwise).
 struct MoeWeights {
   std::vector<float> norm;          // [n_embd] post_attention_layernorm
   PackedWeights router;             // [n_expert, n_embd] f32: a view of the file or of router_f32

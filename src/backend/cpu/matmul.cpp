@@ -27,7 +27,7 @@ std::string label(std::string_view name) {
 TileKernel pick_kernel(WeightFormat f, IsaLevel level) {
   TileKernel k = nullptr;
   if (f == WeightFormat::kQ4_0x8 || f == WeightFormat::kQ8_0x8 || f == WeightFormat::kMlx4x8 ||
-      f == WeightFormat::kQ4_Kx8 || f == WeightFormat::kQ6_Kx8) {
+      cpu::is_k_x8(f)) {
     // x8 layouts are only built at AVX2 and above (pack_weights, pack_mlx_weights).
     k = level >= IsaLevel::kAvx512 ? cpu::avx512_x8_kernel(f) : cpu::avx2_x8_kernel(f);
     SPLASH_CHECK(k != nullptr);
@@ -70,6 +70,7 @@ const char* weight_format_name(WeightFormat f) {
     case WeightFormat::kQ8_0x8: return "Q8_0x8";
     case WeightFormat::kMlx4x8: return "MLX4x8";
     case WeightFormat::kQ4_Kx8: return "Q4_Kx8";
+    case WeightFormat::kQ5_Kx8: return "Q5_Kx8";
     case WeightFormat::kQ6_Kx8: return "Q6_Kx8";
   }
   return "?";

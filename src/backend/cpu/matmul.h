@@ -43,6 +43,8 @@ enum class WeightFormat : uint8_t {
   // rows' fp16 d and dmin, their 6-bit sub-block scales and mins unpacked to bytes, then per 32
   // values the codes interleaved as in kQ4_0x8 (matmul_repack.h). Owned.
   kQ4_Kx8,
+  // Q5_K as kQ4_Kx8, each 32 values' codes followed by their fifth bits. Owned.
+  kQ5_Kx8,
   // Q6_K repacked likewise: per super-block the 8 rows' fp16 d and int8 16-value scales, then per 32
   // values the low 4 bits of the codes as in kQ4_0x8 and their top 2 bits beside them. Owned.
   kQ6_Kx8,
@@ -87,7 +89,8 @@ class PackedWeights {
   const uint8_t* row(int64_t r) const { return data_ + r * row_bytes_; }
   bool is_x8() const {
     return format_ == WeightFormat::kQ4_0x8 || format_ == WeightFormat::kQ8_0x8 || format_ == WeightFormat::kMlx4x8 ||
-           format_ == WeightFormat::kQ4_Kx8 || format_ == WeightFormat::kQ6_Kx8;
+           format_ == WeightFormat::kQ4_Kx8 || format_ == WeightFormat::kQ5_Kx8 ||
+           format_ == WeightFormat::kQ6_Kx8;
   }
   int group_size() const { return group_size_; }        // MLX formats; 0 otherwise
   // kMlx4x8: the type its scales and biases are kept in (the file's: F16, BF16 or F32).
@@ -119,8 +122,8 @@ class PackedWeights {
 };
 
 // Wraps `data` ([rows, cols] of `type`, GGML block layout for quantized types) for matmul. Zero-copy
-// for the float types and Q5_K: `data` must then stay valid and unchanged while the result is
-// used. Q4_0, Q8_0, Q4_K and Q6_K at level AVX2 or above are repacked into an owned x8 layout (owns_data()):
+// for the float types (and for the quantized ones below AVX2): `data` must then stay valid and
+// unchanged while the result is used. Q4_0, Q8_0, Q4_K, Q5_K and Q6_K at level AVX2 or above are repacked into an owned x8 layout (owns_data()):
 // `data` is not read after the call, so a loader may drop its file pages. `name`
 // (the tensor's name) goes into error messages. `level` is clamped to what the CPU supports; pass a
 // lower one to force a kernel tier (tests, benchmarks).
@@ -129,7 +132,7 @@ Result<PackedWeights> pack_weights(DType type, const void* data, int64_t rows, i
 
 // Several [rows_i, cols] matrices of one type stacked into one [sum rows_i, cols] matrix (fused
 // q/k/v or gate/up projections) that always owns its data: repacked straight from the parts where
-// pack_weights would repack (Q4_0 / Q8_0 / Q4_K / Q6_K at AVX2 and above), one concatenated copy otherwise. The
+// pack_weights would repack (Q4_0 / Q8_0 / K-quants at AVX2 and above), one concatenated copy otherwise. The
 // parts are not read after the call. Errors as pack_weights'.
 Result<PackedWeights> pack_stacked_weights(DType type, std::span<const WeightRows> parts, int64_t cols,
                                            IsaLevel level = IsaLevel::kAvx512, std::string_view name = {});

@@ -173,7 +173,7 @@ void mlx4x16_micro(const uint8_t* p0, const uint8_t* p1, int64_t nb, int subs, c
   for (int m = 0; m < M; ++m) out[m] = acc[m];
 }
 
-// Q4_Kx8, two groups x M activation rows: q4_kx8_micro on 16 rows (the 8-byte scale and min rows of
+// Q4_Kx8 / Q5_Kx8, two groups x M activation rows: q45_kx8_micro on 16 rows (the 8-byte scale and min rows of
 // both groups widen to 16 floats).
 inline __m512 bytes_pair_u8(const uint8_t* p0, const uint8_t* p1) {
   const __m128i v = _mm_unpacklo_epi64(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p0)),
@@ -181,10 +181,11 @@ inline __m512 bytes_pair_u8(const uint8_t* p0, const uint8_t* p1) {
   return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(v));
 }
 
-template <int M>
-void q4_kx16_micro(const uint8_t* p0, const uint8_t* p1, int64_t nb, const splash::cpu::QuantizedActs& qx,
-                   int64_t i0, __m512* out) {
-  using splash::cpu::kQ4_Kx8SuperBytes;
+template <int M, bool kFive>
+void q45_kx16_micro(const uint8_t* p0, const uint8_t* p1, int64_t nb, const splash::cpu::QuantizedActs& qx,
+                    int64_t i0, __m512* out) {
+  constexpr int64_t kSuper = kFive ? splash::cpu::kQ5_Kx8SuperBytes : splash::cpu::kQ4_Kx8SuperBytes;
+  constexpr int64_t kCodes = kFive ? splash::cpu::kQ5_Kx8CodeBytes : splash::cpu::kQ4_Kx8CodeBytes;
   const int8_t* xq[M];
   const float* xd[M];
   const float* xs[M];
@@ -197,24 +198,31 @@ void q4_kx16_micro(const uint8_t* p0, const uint8_t* p1, int64_t nb, const splas
   }
   const __m512i m4 = _mm512_set1_epi8(0x0F);
   for (int64_t b0 = 0; b0 < nb; b0 += 8) {
-    const uint8_t* a0 = p0 + b0 / 8 * kQ4_Kx8SuperBytes;
-    const uint8_t* a1 = p1 + b0 / 8 * kQ4_Kx8SuperBytes;
+    const uint8_t* a0 = p0 + b0 / 8 * kSuper;
+    const uint8_t* a1 = p1 + b0 / 8 * kSuper;
     __m512 ssum[M], msum[M];
     for (int m = 0; m < M; ++m) ssum[m] = msum[m] = _mm512_setzero_ps();
     for (int j = 0; j < 8; ++j) {
       const int64_t b = b0 + j;
-      const uint8_t* c0 = a0 + splash::cpu::kQ4_Kx8CodeOffset + 128 * j;
-      const uint8_t* c1 = a1 + splash::cpu::kQ4_Kx8CodeOffset + 128 * j;
-      _mm_prefetch(reinterpret_cast<const char*>(c0 + kX8PrefetchBytes), _MM_HINT_T0);
-      _mm_prefetch(reinterpret_cast<const char*>(c0 + kX8PrefetchBytes + 64), _MM_HINT_T0);
-      _mm_prefetch(reinterpret_cast<const char*>(c1 + kX8PrefetchBytes), _MM_HINT_T0);
-      _mm_prefetch(reinterpret_cast<const char*>(c1 + kX8PrefetchBytes + 64), _MM_HINT_T0);
+      const uint8_t* c0 = a0 + splash::cpu::kQ4_Kx8CodeOffset + kCodes * j;
+      const uint8_t* c1 = a1 + splash::cpu::kQ4_Kx8CodeOffset + kCodes * j;
+      for (int64_t off = 0; off < kCodes; off += 64) {
+        _mm_prefetch(reinterpret_cast<const char*>(c0 + kX8PrefetchBytes + off), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(c1 + kX8PrefetchBytes + off), _MM_HINT_T0);
+      }
+      __m512i top = _mm512_setzero_si512();
+      if constexpr (kFive) top = load_pair(c0 + 128, c1 + 128);
       __m512i isum[M];
       for (int m = 0; m < M; ++m) isum[m] = _mm512_setzero_si512();
       for (int s = 0; s < 4; ++s) {
         const __m512i v = load_pair(c0 + 32 * s, c1 + 32 * s);
-        const __m512i lo = _mm512_and_si512(v, m4);
-        const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+        __m512i lo = _mm512_and_si512(v, m4);
+        __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+        if constexpr (kFive) {
+          const __m512i b4 = _mm512_set1_epi8(0x10);
+          lo = _mm512_or_si512(lo, _mm512_and_si512(_mm512_slli_epi16(top, 4 - s), b4));
+          hi = _mm512_or_si512(hi, _mm512_and_si512(_mm512_srli_epi16(top, s), b4));
+        }
         for (int m = 0; m < M; ++m) {
           isum[m] = _mm512_dpbusd_epi32(isum[m], lo, bcast4_512(xq[m] + b * 32 + 4 * s));
           isum[m] = _mm512_dpbusd_epi32(isum[m], hi, bcast4_512(xq[m] + b * 32 + 16 + 4 * s));
@@ -323,7 +331,15 @@ struct MicroQ4_Kx16 {
   template <int M>
   static void run(const splash::PackedWeights&, const uint8_t* p0, const uint8_t* p1, int64_t nb,
                   const splash::cpu::QuantizedActs& qx, int64_t i0, __m512* out) {
-    q4_kx16_micro<M>(p0, p1, nb, qx, i0, out);
+    q45_kx16_micro<M, false>(p0, p1, nb, qx, i0, out);
+  }
+};
+struct MicroQ5_Kx16 {
+  using Single = MicroQ5_Kx8;
+  template <int M>
+  static void run(const splash::PackedWeights&, const uint8_t* p0, const uint8_t* p1, int64_t nb,
+                  const splash::cpu::QuantizedActs& qx, int64_t i0, __m512* out) {
+    q45_kx16_micro<M, true>(p0, p1, nb, qx, i0, out);
   }
 };
 struct MicroQ6_Kx16 {
@@ -397,6 +413,7 @@ splash::cpu::TileKernel x16_kernel(splash::WeightFormat f) {
   if (f == splash::WeightFormat::kQ8_0x8) return x16_tile<MicroQ8_0x16>;
   if (f == splash::WeightFormat::kMlx4x8) return x16_tile<MicroMlx4x16>;
   if (f == splash::WeightFormat::kQ4_Kx8) return x16_tile<MicroQ4_Kx16>;
+  if (f == splash::WeightFormat::kQ5_Kx8) return x16_tile<MicroQ5_Kx16>;
   if (f == splash::WeightFormat::kQ6_Kx8) return x16_tile<MicroQ6_Kx16>;
   return nullptr;
 }

@@ -114,10 +114,12 @@ void q8_0x8_micro(const uint8_t* gp, int64_t nb, const splash::cpu::QuantizedAct
 // Q4_0x8 kernel without the -8; they meet the 8 rows' 6-bit scales (bytes widened to floats, shared
 // by the M activation rows) and the activation block's scale in one FMA, and the mins meet the
 // activation's d * sum(codes) in another; d and dmin multiply once per super-block.
-template <int M>
-void q4_kx8_micro(const uint8_t* gp, int64_t nb, const splash::cpu::QuantizedActs& qx, int64_t i0,
-                  __m256* out) {
-  using splash::cpu::kQ4_Kx8SuperBytes;
+// kFive: Q5_Kx8, the same with each block's fifth bits ORed in as bit 4 of the codes.
+template <int M, bool kFive>
+void q45_kx8_micro(const uint8_t* gp, int64_t nb, const splash::cpu::QuantizedActs& qx, int64_t i0,
+                   __m256* out) {
+  constexpr int64_t kSuper = kFive ? splash::cpu::kQ5_Kx8SuperBytes : splash::cpu::kQ4_Kx8SuperBytes;
+  constexpr int64_t kCodes = kFive ? splash::cpu::kQ5_Kx8CodeBytes : splash::cpu::kQ4_Kx8CodeBytes;
   const int8_t* xq[M];
   const float* xd[M];
   const float* xs[M];
@@ -130,7 +132,7 @@ void q4_kx8_micro(const uint8_t* gp, int64_t nb, const splash::cpu::QuantizedAct
   }
   const __m256i m4 = _mm256_set1_epi8(0x0F);
   for (int64_t b0 = 0; b0 < nb; b0 += 8) {
-    const uint8_t* p = gp + b0 / 8 * kQ4_Kx8SuperBytes;
+    const uint8_t* p = gp + b0 / 8 * kSuper;
     __m256 ssum[M], msum[M];
     for (int m = 0; m < M; ++m) {
       ssum[m] = _mm256_setzero_ps();
@@ -138,24 +140,34 @@ void q4_kx8_micro(const uint8_t* gp, int64_t nb, const splash::cpu::QuantizedAct
     }
     for (int j = 0; j < 8; ++j) {
       const int64_t b = b0 + j;
-      const uint8_t* c = p + splash::cpu::kQ4_Kx8CodeOffset + 128 * j;
-      // Two lines of the super-block ahead per 128 code bytes: 18.5 lines per super-block.
-      _mm_prefetch(reinterpret_cast<const char*>(c + kX8PrefetchBytes), _MM_HINT_T0);
-      _mm_prefetch(reinterpret_cast<const char*>(c + kX8PrefetchBytes + 64), _MM_HINT_T0);
+      const uint8_t* c = p + splash::cpu::kQ4_Kx8CodeOffset + kCodes * j;
+      // Two or three lines ahead per block: as many as the block has.
+      for (int64_t off = 0; off < kCodes; off += 64)
+        _mm_prefetch(reinterpret_cast<const char*>(c + kX8PrefetchBytes + off), _MM_HINT_T0);
+      __m256i top = _mm256_setzero_si256();
+      if constexpr (kFive) top = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c + 128));
       __m256i isum[M];
       for (int m = 0; m < M; ++m) isum[m] = _mm256_setzero_si256();
       for (int s = 0; s < 4; ++s) {
         const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c + 32 * s));
-        const __m256i lo = _mm256_and_si256(v, m4);
-        const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+        __m256i lo = _mm256_and_si256(v, m4);
+        __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+        if constexpr (kFive) {  // bit s -> bit 4 for the low nibble, bit 4 + s -> bit 4 for the high
+          const __m256i b4 = _mm256_set1_epi8(0x10);
+          lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_slli_epi16(top, 4 - s), b4));
+          hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_srli_epi16(top, s), b4));
+        }
         for (int m = 0; m < M; ++m) {
           const __m256i xl = bcast4(xq[m] + b * 32 + 4 * s);
           const __m256i xh = bcast4(xq[m] + b * 32 + 16 + 4 * s);
 #if SPLASH_SIMD_VNNI
           isum[m] = _mm256_dpbusd_epi32(_mm256_dpbusd_epi32(isum[m], lo, xl), hi, xh);
 #else
-          isum[m] = _mm256_add_epi16(isum[m], _mm256_add_epi16(_mm256_maddubs_epi16(lo, xl),
-                                                               _mm256_maddubs_epi16(hi, xh)));
+          const __m256i pair = _mm256_add_epi16(_mm256_maddubs_epi16(lo, xl), _mm256_maddubs_epi16(hi, xh));
+          if constexpr (kFive)  // 5-bit codes: 2 x 31 x 127 x 2 per step fits int16, four steps would not
+            isum[m] = _mm256_add_epi32(isum[m], _mm256_madd_epi16(pair, _mm256_set1_epi16(1)));
+          else
+            isum[m] = _mm256_add_epi16(isum[m], pair);
 #endif
         }
       }
@@ -167,7 +179,7 @@ void q4_kx8_micro(const uint8_t* gp, int64_t nb, const splash::cpu::QuantizedAct
 #if SPLASH_SIMD_VNNI
         const __m256i i32 = isum[m];
 #else
-        const __m256i i32 = _mm256_madd_epi16(isum[m], _mm256_set1_epi16(1));
+        const __m256i i32 = kFive ? isum[m] : _mm256_madd_epi16(isum[m], _mm256_set1_epi16(1));
 #endif
         ssum[m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i32), _mm256_mul_ps(sc, _mm256_set1_ps(xd[m][b])), ssum[m]);
         msum[m] = _mm256_fmadd_ps(mn, _mm256_set1_ps(xs[m][b]), msum[m]);
@@ -376,7 +388,14 @@ struct MicroQ4_Kx8 {
   template <int M>
   static void run(const splash::PackedWeights&, const uint8_t* gp, int64_t nb, const splash::cpu::QuantizedActs& qx,
                   int64_t i0, __m256* out) {
-    q4_kx8_micro<M>(gp, nb, qx, i0, out);
+    q45_kx8_micro<M, false>(gp, nb, qx, i0, out);
+  }
+};
+struct MicroQ5_Kx8 {
+  template <int M>
+  static void run(const splash::PackedWeights&, const uint8_t* gp, int64_t nb, const splash::cpu::QuantizedActs& qx,
+                  int64_t i0, __m256* out) {
+    q45_kx8_micro<M, true>(gp, nb, qx, i0, out);
   }
 };
 struct MicroQ6_Kx8 {
@@ -431,6 +450,7 @@ void x8_tile(const splash::cpu::KernelArgs& a) {
   if (f == splash::WeightFormat::kQ8_0x8) return x8_tile<MicroQ8_0x8>;
   if (f == splash::WeightFormat::kMlx4x8) return x8_tile<MicroMlx4x8>;
   if (f == splash::WeightFormat::kQ4_Kx8) return x8_tile<MicroQ4_Kx8>;
+  if (f == splash::WeightFormat::kQ5_Kx8) return x8_tile<MicroQ5_Kx8>;
   if (f == splash::WeightFormat::kQ6_Kx8) return x8_tile<MicroQ6_Kx8>;
   return nullptr;
 }

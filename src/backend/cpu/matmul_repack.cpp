@@ -12,51 +12,72 @@ WeightFormat x8_format_of(WeightFormat f) {
   if (f == WeightFormat::kQ4_0) return WeightFormat::kQ4_0x8;
   if (f == WeightFormat::kQ8_0) return WeightFormat::kQ8_0x8;
   if (f == WeightFormat::kQ4_K) return WeightFormat::kQ4_Kx8;
+  if (f == WeightFormat::kQ5_K) return WeightFormat::kQ5_Kx8;
   if (f == WeightFormat::kQ6_K) return WeightFormat::kQ6_Kx8;
   return f;
 }
 
 int64_t x8_block_bytes(WeightFormat x8) {
-  SPLASH_CHECK(x8 == WeightFormat::kQ4_0x8 || x8 == WeightFormat::kQ8_0x8 || x8 == WeightFormat::kQ4_Kx8 ||
-               x8 == WeightFormat::kQ6_Kx8);
+  SPLASH_CHECK(x8 == WeightFormat::kQ4_0x8 || x8 == WeightFormat::kQ8_0x8 || is_k_x8(x8));
   if (x8 == WeightFormat::kQ4_Kx8) return kQ4_Kx8SuperBytes / 8;
+  if (x8 == WeightFormat::kQ5_Kx8) return kQ5_Kx8SuperBytes / 8;
   if (x8 == WeightFormat::kQ6_Kx8) return kQ6_Kx8SuperBytes / 8;
   return x8 == WeightFormat::kQ4_0x8 ? kQ4_0x8BlockBytes : kQ8_0x8BlockBytes;
 }
 
 namespace {
 
-// Row `lane` of a kQ4_Kx8 super-block at `out` from one file super-block (BlockQ4_K); lane 0..7.
-void put_q4_k_lane(const uint8_t* blk, int lane, uint8_t* out) {
-  BlockQ4_K b;
-  std::memcpy(&b, blk, sizeof(b));
-  std::memcpy(out + 2 * lane, &b.d, 2);
-  std::memcpy(out + 16 + 2 * lane, &b.dmin, 2);
+// Row `lane` of a kQ4_Kx8 / kQ5_Kx8 super-block at `out` from one file super-block (BlockQ4_K /
+// BlockQ5_K); lane 0..7.
+template <bool kFive>
+void put_q45_k_lane(const uint8_t* blk, int lane, uint8_t* out) {
+  // Both blocks start with d, dmin and the 12 scale bytes; Q5_K then has qh[32] before qs[128].
+  const uint8_t* scales = blk + 4;
+  const uint8_t* qh = blk + 16;
+  const uint8_t* qs = kFive ? blk + 48 : blk + 16;
+  std::memcpy(out + 2 * lane, blk, 2);
+  std::memcpy(out + 16 + 2 * lane, blk + 2, 2);
   uint8_t q[256];  // codes in value order: file group i, byte l holds values 64i + l and 64i + 32 + l
   for (int i = 0; i < 4; ++i)
     for (int l = 0; l < 32; ++l) {
-      q[64 * i + l] = b.qs[32 * i + l] & 0xF;
-      q[64 * i + 32 + l] = b.qs[32 * i + l] >> 4;
+      q[64 * i + l] = qs[32 * i + l] & 0xF;
+      q[64 * i + 32 + l] = qs[32 * i + l] >> 4;
+      if (kFive) {  // qh[l] bit j: the fifth bit of value 32 j + l
+        q[64 * i + l] |= static_cast<uint8_t>(((qh[l] >> (2 * i)) & 1) << 4);
+        q[64 * i + 32 + l] |= static_cast<uint8_t>(((qh[l] >> (2 * i + 1)) & 1) << 4);
+      }
     }
+  const int64_t code_bytes = kFive ? kQ5_Kx8CodeBytes : kQ4_Kx8CodeBytes;
   for (int j = 0; j < 8; ++j) {
     int sc, m;
-    k_scale_min(b.scales, j, sc, m);
+    k_scale_min(scales, j, sc, m);
     out[kQ4_Kx8ScOffset + 8 * j + lane] = static_cast<uint8_t>(sc);
     out[kQ4_Kx8MinOffset + 8 * j + lane] = static_cast<uint8_t>(m);
-    uint8_t* codes = out + kQ4_Kx8CodeOffset + 128 * j;
+    uint8_t* codes = out + kQ4_Kx8CodeOffset + code_bytes * j;
+    const uint8_t* c = q + 32 * j;
     for (int s = 0; s < 4; ++s)  // as Q4_0x8: step s, byte k = values 4s + k (low) and 16 + 4s + k (high)
       for (int k = 0; k < 4; ++k)
-        codes[32 * s + 4 * lane + k] = static_cast<uint8_t>(q[32 * j + 4 * s + k] | (q[32 * j + 16 + 4 * s + k] << 4));
+        codes[32 * s + 4 * lane + k] = static_cast<uint8_t>((c[4 * s + k] & 0xF) | ((c[16 + 4 * s + k] & 0xF) << 4));
+    if (kFive)
+      for (int k = 0; k < 4; ++k) {  // fifth bits: bit s for step s's low-nibble value, bit 4 + s for its high
+        int t = 0;
+        for (int s = 0; s < 4; ++s) t |= ((c[4 * s + k] >> 4) << s) | ((c[16 + 4 * s + k] >> 4) << (4 + s));
+        codes[128 + 4 * lane + k] = static_cast<uint8_t>(t);
+      }
   }
 }
 
-void zero_q4_k_lane(int lane, uint8_t* out) {
+template <bool kFive>
+void zero_q45_k_lane(int lane, uint8_t* out) {
   std::memset(out + 2 * lane, 0, 2);
   std::memset(out + 16 + 2 * lane, 0, 2);
+  const int64_t code_bytes = kFive ? kQ5_Kx8CodeBytes : kQ4_Kx8CodeBytes;
   for (int j = 0; j < 8; ++j) {
     out[kQ4_Kx8ScOffset + 8 * j + lane] = 0;
     out[kQ4_Kx8MinOffset + 8 * j + lane] = 0;
-    for (int s = 0; s < 4; ++s) std::memset(out + kQ4_Kx8CodeOffset + 128 * j + 32 * s + 4 * lane, 0, 4);
+    uint8_t* codes = out + kQ4_Kx8CodeOffset + code_bytes * j;
+    for (int s = 0; s < 4; ++s) std::memset(codes + 32 * s + 4 * lane, 0, 4);
+    if (kFive) std::memset(codes + 128 + 4 * lane, 0, 4);
   }
 }
 
@@ -104,14 +125,17 @@ struct KX8 {
   void (*zero)(int, uint8_t*);
 };
 KX8 k_x8(WeightFormat x8) {
-  if (x8 == WeightFormat::kQ4_Kx8) return {sizeof(BlockQ4_K), kQ4_Kx8SuperBytes, put_q4_k_lane, zero_q4_k_lane};
+  if (x8 == WeightFormat::kQ4_Kx8)
+    return {sizeof(BlockQ4_K), kQ4_Kx8SuperBytes, put_q45_k_lane<false>, zero_q45_k_lane<false>};
+  if (x8 == WeightFormat::kQ5_Kx8)
+    return {sizeof(BlockQ5_K), kQ5_Kx8SuperBytes, put_q45_k_lane<true>, zero_q45_k_lane<true>};
   return {sizeof(BlockQ6_K), kQ6_Kx8SuperBytes, put_q6_k_lane, zero_q6_k_lane};
 }
 
 }  // namespace
 
 void repack_x8_rows(WeightFormat x8, const uint8_t* src, int64_t rows, int64_t cols, int64_t row0, uint8_t* dst) {
-  if (x8 == WeightFormat::kQ4_Kx8 || x8 == WeightFormat::kQ6_Kx8) {
+  if (is_k_x8(x8)) {
     const KX8 k = k_x8(x8);
     const int64_t nsb = cols / 256;
     for (int64_t i = 0; i < rows; ++i) {
@@ -144,7 +168,7 @@ void repack_x8_rows(WeightFormat x8, const uint8_t* src, int64_t rows, int64_t c
 }
 
 void zero_x8_padding(WeightFormat x8, int64_t rows, int64_t cols, uint8_t* dst) {
-  if (x8 == WeightFormat::kQ4_Kx8 || x8 == WeightFormat::kQ6_Kx8) {  // scales 0 contribute exactly 0
+  if (is_k_x8(x8)) {  // scales 0 contribute exactly 0
     const KX8 k = k_x8(x8);
     const int64_t nsb = cols / 256;
     const int64_t padded = (rows + kX8Rows - 1) / kX8Rows * kX8Rows;
@@ -210,11 +234,14 @@ void dequantize_mlx4x8_row(const PackedWeights& w, int64_t r, float* out) {
 }
 
 // As the file's own dequantization: (d sc) code - (dmin m), in that order.
-void dequantize_q4_kx8_row(const PackedWeights& w, int64_t r, float* out) {
+void dequantize_q45_kx8_row(const PackedWeights& w, int64_t r, float* out) {
+  const bool five = w.format() == WeightFormat::kQ5_Kx8;
+  const int64_t super_bytes = five ? kQ5_Kx8SuperBytes : kQ4_Kx8SuperBytes;
+  const int64_t code_bytes = five ? kQ5_Kx8CodeBytes : kQ4_Kx8CodeBytes;
   const uint8_t* group = w.data() + (r / kX8Rows) * w.group_bytes();
   const int lane = static_cast<int>(r % kX8Rows);
   for (int64_t sb = 0; sb < w.cols() / 256; ++sb) {
-    const uint8_t* p = group + sb * kQ4_Kx8SuperBytes;
+    const uint8_t* p = group + sb * super_bytes;
     uint16_t h;
     std::memcpy(&h, p + 2 * lane, 2);
     const float d = f16_to_f32(h);
@@ -223,13 +250,14 @@ void dequantize_q4_kx8_row(const PackedWeights& w, int64_t r, float* out) {
     for (int j = 0; j < 8; ++j) {
       const float d1 = d * static_cast<float>(p[kQ4_Kx8ScOffset + 8 * j + lane]);
       const float m1 = dmin * static_cast<float>(p[kQ4_Kx8MinOffset + 8 * j + lane]);
-      const uint8_t* codes = p + kQ4_Kx8CodeOffset + 128 * j;
+      const uint8_t* codes = p + kQ4_Kx8CodeOffset + code_bytes * j;
       float* o = out + sb * 256 + 32 * j;
       for (int s = 0; s < 4; ++s)
         for (int k = 0; k < 4; ++k) {
           const uint8_t byte = codes[32 * s + 4 * lane + k];
-          o[4 * s + k] = d1 * static_cast<float>(byte & 0xF) - m1;
-          o[16 + 4 * s + k] = d1 * static_cast<float>(byte >> 4) - m1;
+          const int top = five ? codes[128 + 4 * lane + k] : 0;
+          o[4 * s + k] = d1 * static_cast<float>((byte & 0xF) | (((top >> s) & 1) << 4)) - m1;
+          o[16 + 4 * s + k] = d1 * static_cast<float>((byte >> 4) | (((top >> (4 + s)) & 1) << 4)) - m1;
         }
     }
   }
@@ -270,8 +298,8 @@ void dequantize_x8_row(const PackedWeights& w, int64_t r, float* out) {
     dequantize_mlx4x8_row(w, r, out);
     return;
   }
-  if (w.format() == WeightFormat::kQ4_Kx8) {
-    dequantize_q4_kx8_row(w, r, out);
+  if (w.format() == WeightFormat::kQ4_Kx8 || w.format() == WeightFormat::kQ5_Kx8) {
+    dequantize_q45_kx8_row(w, r, out);
     return;
   }
   if (w.format() == WeightFormat::kQ6_Kx8) {

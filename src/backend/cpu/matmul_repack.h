@@ -27,6 +27,9 @@
 //   8 code blocks                   sub-block j's 32 values, laid out as a Q4_0x8 block's codes
 // value = d sc_j code - dmin m_j, codes unsigned 0..15: 1184 bytes per 8 x 256 values against the
 // file's 1152 (the unpacked scales cost 2.8%, and save the kernel the 6-bit unpacking per row).
+// Q5_K (kQ5_Kx8) is the same with 160-byte code blocks: the 128 bytes of low 4 bits, then 32 bytes
+// whose byte 4r + k holds in bit s the fifth bit of step s's low-nibble value of row r and in bit
+// 4 + s that of its high-nibble value: 1440 bytes against the file's 1408.
 //
 // Q6_K (kQ6_Kx8) likewise; one super-block of a group is
 //   fp16 d[8]                       (16 bytes)
@@ -52,6 +55,8 @@ constexpr int64_t kQ4_0x8BlockBytes = 16 + 8 * 16;   // 144: 8 scales + 8 x 16 c
 constexpr int64_t kQ8_0x8BlockBytes = 16 + 8 * 32;   // 272: 8 scales + 8 x 32 code bytes
 constexpr int64_t kQ4_Kx8SuperBytes = 32 + 128 + 8 * 128;  // 1184: d, dmin, sc, m, 8 code blocks
 constexpr int64_t kQ4_Kx8ScOffset = 32, kQ4_Kx8MinOffset = 96, kQ4_Kx8CodeOffset = 160;
+constexpr int64_t kQ4_Kx8CodeBytes = 128, kQ5_Kx8CodeBytes = 160;  // per 32 values
+constexpr int64_t kQ5_Kx8SuperBytes = 32 + 128 + 8 * 160;  // 1440
 constexpr int64_t kQ6_Kx8SuperBytes = 16 + 128 + 8 * 192;  // 1680: d, sc, 8 blocks of codes
 constexpr int64_t kQ6_Kx8ScOffset = 16, kQ6_Kx8BlockOffset = 144, kQ6_Kx8BlockBytes = 192;
 
@@ -61,12 +66,17 @@ constexpr int64_t mlx4x8_group_bytes(int group_size, int scale_bytes) {
   return 16 * scale_bytes + 4 * static_cast<int64_t>(group_size);
 }
 
+// The K-quant x8 layouts (per 256-value super-block).
+inline bool is_k_x8(WeightFormat x8) {
+  return x8 == WeightFormat::kQ4_Kx8 || x8 == WeightFormat::kQ5_Kx8 || x8 == WeightFormat::kQ6_Kx8;
+}
+
 // The x8 format for a GGML file format, or the format itself when it has none.
 WeightFormat x8_format_of(WeightFormat f);
 // Bytes per 32 values of a group of 8 rows (K-quants: an eighth of a super-block).
 int64_t x8_block_bytes(WeightFormat x8);
 
-// Repacks [rows, cols] GGML blocks (`src`, Q4_0 for kQ4_0x8, Q8_0 for kQ8_0x8, Q4_K / Q6_K for kQ4_Kx8 / kQ6_Kx8) into `dst`, which
+// Repacks [rows, cols] GGML blocks (`src`, Q4_0 for kQ4_0x8, Q8_0 for kQ8_0x8, Q4_K / Q5_K / Q6_K for kQ4_Kx8 / kQ5_Kx8 / kQ6_Kx8) into `dst`, which
 // holds ceil(rows / 8) * (cols / 32) * x8_block_bytes(x8) bytes (padding rows are zeroed here).
 void repack_x8(WeightFormat x8, const uint8_t* src, int64_t rows, int64_t cols, uint8_t* dst);
 // The same for a slice of the destination: `rows` GGML rows at `src` become rows [row0, row0 + rows)

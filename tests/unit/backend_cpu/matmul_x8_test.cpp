@@ -1,4 +1,4 @@
-// The interleaved x8 layouts of Q4_0 / Q8_0 / Q4_K / Q6_K / MLX 4-bit (matmul_repack.h) and their GEMM/GEMV
+// The interleaved x8 layouts of Q4_0 / Q8_0 / Q4_K / Q5_K / Q6_K / MLX 4-bit (matmul_repack.h) and their GEMM/GEMV
 // kernels, against the scalar kernel on the file (row) layout (same int8 activations) and against
 // exact integer sums.
 #include <gtest/gtest.h>
@@ -29,6 +29,7 @@ std::vector<IsaLevel> simd_levels() {
 
 std::vector<uint8_t> make_blocks(DType t, int64_t rows, int64_t cols, uint32_t seed) {
   if (t == DType::kQ4_K) return test::random_k_blocks(static_cast<size_t>(rows * cols / 256), 144, false, seed);
+  if (t == DType::kQ5_K) return test::random_k_blocks(static_cast<size_t>(rows * cols / 256), 176, false, seed);
   if (t == DType::kQ6_K) return test::random_k_blocks(static_cast<size_t>(rows * cols / 256), 210, true, seed);
   const auto v = test::random_floats(static_cast<size_t>(rows * cols), seed, 0.05f);
   return t == DType::kQ4_0 ? test::quantize_q4_0(v) : test::quantize_q8_0(v);
@@ -55,7 +56,7 @@ TEST_P(MatmulX8, MatchesScalarKernelOnAwkwardShapes) {
   const X8Case c = GetParam();
   ThreadPool pool2(2), pool1(1);
   // K-quant rows are whole 256-value super-blocks.
-  const bool k_quant = c.type == DType::kQ4_K || c.type == DType::kQ6_K;
+  const bool k_quant = c.type == DType::kQ4_K || c.type == DType::kQ5_K || c.type == DType::kQ6_K;
   const std::vector<int64_t> widths = k_quant ? std::vector<int64_t>{256, 768, 1024}
                                                              : std::vector<int64_t>{32, 96, 1024};
   for (int64_t cols : widths) {
@@ -93,14 +94,16 @@ INSTANTIATE_TEST_SUITE_P(Shapes, MatmulX8,
                                            X8Case{DType::kQ8_0, 37}, X8Case{DType::kQ8_0, 72},
                                            X8Case{DType::kQ4_K, 1}, X8Case{DType::kQ4_K, 8},
                                            X8Case{DType::kQ4_K, 13}, X8Case{DType::kQ4_K, 37},
+                                           X8Case{DType::kQ5_K, 1}, X8Case{DType::kQ5_K, 8},
+                                           X8Case{DType::kQ5_K, 13}, X8Case{DType::kQ5_K, 37},
                                            X8Case{DType::kQ6_K, 1}, X8Case{DType::kQ6_K, 8},
                                            X8Case{DType::kQ6_K, 13}, X8Case{DType::kQ6_K, 37}),
                          [](const auto& info) { return str_cat(dtype_name(info.param.type), "_rows", info.param.rows); });
 
 TEST(MatmulX8, DequantizedRowsEqualTheFileLayout) {
   if (simd_levels().empty()) GTEST_SKIP() << "no AVX2 on this CPU";
-  for (DType t : {DType::kQ4_0, DType::kQ8_0, DType::kQ4_K, DType::kQ6_K}) {
-    const int64_t rows = 19, cols = t == DType::kQ4_K || t == DType::kQ6_K ? 512 : 96;
+  for (DType t : {DType::kQ4_0, DType::kQ8_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K}) {
+    const int64_t rows = 19, cols = t == DType::kQ4_0 || t == DType::kQ8_0 ? 96 : 512;
     const auto bytes = make_blocks(t, rows, cols, 3);
     auto file = pack_weights(t, bytes.data(), rows, cols, IsaLevel::kScalar);
     auto x8 = pack_weights(t, bytes.data(), rows, cols, IsaLevel::kAvx2);
