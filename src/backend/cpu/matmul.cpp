@@ -26,7 +26,7 @@ std::string label(std::string_view name) {
 // The best kernel at or below `level` (a level may lack a kernel for some format).
 TileKernel pick_kernel(WeightFormat f, IsaLevel level) {
   TileKernel k = nullptr;
-  if (f == WeightFormat::kQ4_0x8 || f == WeightFormat::kQ8_0x8 || f == WeightFormat::kMlx4x8 ||
+  if (f == WeightFormat::kQ4_0x8 || f == WeightFormat::kQ8_0x8 || f == WeightFormat::kMlx4x8 || f == WeightFormat::kMlx8x8 ||
       cpu::is_k_x8(f)) {
     // x8 layouts are only built at AVX2 and above (pack_weights, pack_mlx_weights).
     k = level >= IsaLevel::kAvx512 ? cpu::avx512_x8_kernel(f) : cpu::avx2_x8_kernel(f);
@@ -69,6 +69,7 @@ const char* weight_format_name(WeightFormat f) {
     case WeightFormat::kQ4_0x8: return "Q4_0x8";
     case WeightFormat::kQ8_0x8: return "Q8_0x8";
     case WeightFormat::kMlx4x8: return "MLX4x8";
+    case WeightFormat::kMlx8x8: return "MLX8x8";
     case WeightFormat::kQ4_Kx8: return "Q4_Kx8";
     case WeightFormat::kQ5_Kx8: return "Q5_Kx8";
     case WeightFormat::kQ6_Kx8: return "Q6_Kx8";
@@ -184,14 +185,16 @@ Result<PackedWeights> pack_mlx_weights(const MlxAffineView& v, int64_t rows, int
   w.row_bytes_ = groups * group_bytes;
   const int64_t words_per_row = cols * v.bits / 32;
   const auto* code_bytes = reinterpret_cast<const uint8_t*>(v.codes);
-  if (v.bits == 4 && w.isa_ >= IsaLevel::kAvx2) {
-    // 8 rows interleaved (matmul_repack.h), so the kernels read 8 rows per load as for Q4_0. The
-    // padding rows of the last group stay zero (scale, bias and codes 0 contribute exactly 0).
-    // Scales and biases stay in the file's type (exact; f16 / bf16 halve their bytes against f32).
-    w.format_ = WeightFormat::kMlx4x8;
+  if (w.isa_ >= IsaLevel::kAvx2) {
+    // 8 rows interleaved (matmul_repack.h), so the kernels read 8 rows per load as for Q4_0 / Q8_0.
+    // The padding rows of the last group stay zero (scale, bias and codes 0 contribute exactly 0;
+    // for 8 bits the stored 0 is code 128, still times scale 0 and bias 0). Scales and biases stay
+    // in the file's type (exact; f16 / bf16 halve their bytes against f32).
+    const bool eight = v.bits == 8;
+    w.format_ = eight ? WeightFormat::kMlx8x8 : WeightFormat::kMlx4x8;
     w.scale_dtype_ = v.scale_dtype;
     const int sb = v.scale_dtype == DType::kF32 ? 4 : 2;
-    const int64_t gb = cpu::mlx4x8_group_bytes(v.group_size, sb);
+    const int64_t gb = eight ? cpu::mlx8x8_group_bytes(v.group_size, sb) : cpu::mlx4x8_group_bytes(v.group_size, sb);
     w.group_bytes_ = groups * gb;
     const int64_t groups8 = (rows + cpu::kX8Rows - 1) / cpu::kX8Rows;
     w.storage_ = ArenaBuffer::allocate(static_cast<size_t>(groups8 * w.group_bytes_));
@@ -207,6 +210,11 @@ Result<PackedWeights> pack_mlx_weights(const MlxAffineView& v, int64_t rows, int
                     static_cast<size_t>(sb));
         for (int b = 0; b < v.group_size / 32; ++b) {
           const int64_t e0 = g * v.group_size + 32 * b;
+          if (eight) {  // value k: step k / 4, byte k % 4 of the lane, as code - 128
+            uint8_t* codes = dst + 16 * sb + 256 * b;
+            for (int k = 0; k < 32; ++k) codes[32 * (k / 4) + 4 * lane + k % 4] = static_cast<uint8_t>(src[e0 + k] ^ 0x80);
+            continue;
+          }
           uint8_t* codes = dst + 16 * sb + 128 * b;
           for (int k = 0; k < 16; ++k)  // byte k: values k and k + 16; step k / 4, byte k % 4 of the lane
             codes[32 * (k / 4) + 4 * lane + k % 4] = static_cast<uint8_t>(code_at(e0 + k) | (code_at(e0 + k + 16) << 4));

@@ -39,6 +39,8 @@ enum class WeightFormat : uint8_t {
   // scales and 8 biases (in the file's type, scale_dtype()), then per 32 values the codes
   // interleaved as in kQ4_0x8. Owned.
   kMlx4x8,
+  // MLX affine 8-bit the same way, codes - 128 as int8 in Q8_0x8's steps. Owned.
+  kMlx8x8,
   // Q4_K repacked for the AVX2 / AVX-512 kernels: groups of 8 rows, per 256-value super-block the 8
   // rows' fp16 d and dmin, their 6-bit sub-block scales and mins unpacked to bytes, then per 32
   // values the codes interleaved as in kQ4_0x8 (matmul_repack.h). Owned.
@@ -89,11 +91,12 @@ class PackedWeights {
   const uint8_t* row(int64_t r) const { return data_ + r * row_bytes_; }
   bool is_x8() const {
     return format_ == WeightFormat::kQ4_0x8 || format_ == WeightFormat::kQ8_0x8 || format_ == WeightFormat::kMlx4x8 ||
+           format_ == WeightFormat::kMlx8x8 ||
            format_ == WeightFormat::kQ4_Kx8 || format_ == WeightFormat::kQ5_Kx8 ||
            format_ == WeightFormat::kQ6_Kx8;
   }
   int group_size() const { return group_size_; }        // MLX formats; 0 otherwise
-  // kMlx4x8: the type its scales and biases are kept in (the file's: F16, BF16 or F32).
+  // kMlx4x8 / kMlx8x8: the type its scales and biases are kept in (the file's: F16, BF16 or F32).
   DType scale_dtype() const { return scale_dtype_; }
   // Row-major MLX formats: bytes of one group of a row; x8 formats: bytes of one group of 8 rows.
   int64_t group_bytes() const { return group_bytes_; }
@@ -137,8 +140,8 @@ Result<PackedWeights> pack_weights(DType type, const void* data, int64_t rows, i
 Result<PackedWeights> pack_stacked_weights(DType type, std::span<const WeightRows> parts, int64_t cols,
                                            IsaLevel level = IsaLevel::kAvx512, std::string_view name = {});
 
-// Repacks an MLX affine matrix into an owned layout: 4-bit at AVX2 and above into kMlx4x8 (8 rows
-// interleaved, like Q4_0x8), otherwise row by row (per group f32 scale/bias, codes in 32-blocks).
+// Repacks an MLX affine matrix into an owned layout: at AVX2 and above into kMlx4x8 / kMlx8x8 (8
+// rows interleaved, like Q4_0x8 / Q8_0x8), otherwise row by row (per group f32 scale/bias, codes in 32-blocks).
 Result<PackedWeights> pack_mlx_weights(const MlxAffineView& view, int64_t rows, int64_t cols,
                                        IsaLevel level = IsaLevel::kAvx512, std::string_view name = {});
 

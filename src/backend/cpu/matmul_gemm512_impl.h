@@ -117,11 +117,13 @@ inline __m512 mlx_scales_pair(const uint8_t* p0, const uint8_t* p1) {  // 8 scal
   return _mm512_insertf32x8(_mm512_castps256_ps512(mlx_scales8<ST>(p0)), mlx_scales8<ST>(p1), 1);
 }
 
-// MLX 4-bit x8, two groups x M activation rows: the 256-bit mlx4x8_micro on 16 rows at a time.
-template <int ST, int M>
-void mlx4x16_micro(const uint8_t* p0, const uint8_t* p1, int64_t nb, int subs, const splash::cpu::QuantizedActs& qx,
+// MLX 4-bit / 8-bit x8, two groups x M activation rows: the 256-bit mlx_x8_micro on 16 rows at a
+// time (8-bit: q8_0x16_micro's signed-code loop).
+template <int ST, bool kEight, int M>
+void mlx_x16_micro(const uint8_t* p0, const uint8_t* p1, int64_t nb, int subs, const splash::cpu::QuantizedActs& qx,
                    int64_t i0, __m512* out) {
   constexpr int kSb = mlx_scale_bytes(ST);
+  constexpr int64_t kCodes = kEight ? 256 : 128;
   const int8_t* xq[M];
   const float* xd[M];
   const float* xs[M];
@@ -133,7 +135,9 @@ void mlx4x16_micro(const uint8_t* p0, const uint8_t* p1, int64_t nb, int subs, c
     acc[m] = _mm512_setzero_ps();
   }
   const __m512i m4 = _mm512_set1_epi8(0x0F);
-  const int64_t gb = splash::cpu::mlx4x8_group_bytes(32 * subs, kSb);
+  const int64_t gb = kEight ? splash::cpu::mlx8x8_group_bytes(32 * subs, kSb)
+                           : splash::cpu::mlx4x8_group_bytes(32 * subs, kSb);
+  const __m512i zero = _mm512_setzero_si512();
   for (int64_t b0 = 0; b0 < nb; b0 += subs) {
     const uint8_t* a0 = p0 + b0 / subs * gb;
     const uint8_t* a1 = p1 + b0 / subs * gb;
@@ -151,13 +155,25 @@ void mlx4x16_micro(const uint8_t* p0, const uint8_t* p1, int64_t nb, int subs, c
       const int64_t b = b0 + k;
       __m512i isum[M];
       for (int m = 0; m < M; ++m) isum[m] = _mm512_setzero_si512();
-      for (int s = 0; s < 4; ++s) {
-        const __m512i v = load_pair(a0 + 16 * kSb + 128 * k + 32 * s, a1 + 16 * kSb + 128 * k + 32 * s);
-        const __m512i lo = _mm512_and_si512(v, m4);
-        const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
-        for (int m = 0; m < M; ++m) {
-          isum[m] = _mm512_dpbusd_epi32(isum[m], lo, bcast4_512(xq[m] + b * 32 + 4 * s));
-          isum[m] = _mm512_dpbusd_epi32(isum[m], hi, bcast4_512(xq[m] + b * 32 + 16 + 4 * s));
+      if constexpr (kEight) {
+        for (int s = 0; s < 8; ++s) {
+          const __m512i v = load_pair(a0 + 16 * kSb + kCodes * k + 32 * s, a1 + 16 * kSb + kCodes * k + 32 * s);
+          const __m512i av = _mm512_abs_epi8(v);
+          const __mmask64 neg = _mm512_movepi8_mask(v);
+          for (int m = 0; m < M; ++m) {
+            const __m512i x = bcast4_512(xq[m] + b * 32 + 4 * s);
+            isum[m] = _mm512_dpbusd_epi32(isum[m], av, _mm512_mask_sub_epi8(x, neg, zero, x));
+          }
+        }
+      } else {
+        for (int s = 0; s < 4; ++s) {
+          const __m512i v = load_pair(a0 + 16 * kSb + kCodes * k + 32 * s, a1 + 16 * kSb + kCodes * k + 32 * s);
+          const __m512i lo = _mm512_and_si512(v, m4);
+          const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+          for (int m = 0; m < M; ++m) {
+            isum[m] = _mm512_dpbusd_epi32(isum[m], lo, bcast4_512(xq[m] + b * 32 + 4 * s));
+            isum[m] = _mm512_dpbusd_epi32(isum[m], hi, bcast4_512(xq[m] + b * 32 + 16 + 4 * s));
+          }
         }
       }
       for (int m = 0; m < M; ++m) {
@@ -166,7 +182,8 @@ void mlx4x16_micro(const uint8_t* p0, const uint8_t* p1, int64_t nb, int subs, c
       }
     }
     const __m512 scale = mlx_scales_pair<ST>(a0, a1);
-    const __m512 bias = mlx_scales_pair<ST>(a0 + 8 * kSb, a1 + 8 * kSb);
+    __m512 bias = mlx_scales_pair<ST>(a0 + 8 * kSb, a1 + 8 * kSb);
+    if constexpr (kEight) bias = _mm512_fmadd_ps(scale, _mm512_set1_ps(128.0f), bias);
     for (int m = 0; m < M; ++m)
       acc[m] = _mm512_fmadd_ps(bias, _mm512_set1_ps(dsum[m]), _mm512_fmadd_ps(gsum[m], scale, acc[m]));
   }
@@ -350,16 +367,17 @@ struct MicroQ6_Kx16 {
     q6_kx16_micro<M>(p0, p1, nb, qx, i0, out);
   }
 };
-struct MicroMlx4x16 {
-  using Single = MicroMlx4x8;
+template <bool kEight>
+struct MicroMlxX16 {
+  using Single = MicroMlxX8<kEight>;
   template <int M>
   static void run(const splash::PackedWeights& w, const uint8_t* p0, const uint8_t* p1, int64_t nb,
                   const splash::cpu::QuantizedActs& qx, int64_t i0, __m512* out) {
     const int subs = w.group_size() / 32;
     switch (mlx_scale_kind(w.scale_dtype())) {
-      case 1: mlx4x16_micro<1, M>(p0, p1, nb, subs, qx, i0, out); break;
-      case 2: mlx4x16_micro<2, M>(p0, p1, nb, subs, qx, i0, out); break;
-      default: mlx4x16_micro<0, M>(p0, p1, nb, subs, qx, i0, out); break;
+      case 1: mlx_x16_micro<1, kEight, M>(p0, p1, nb, subs, qx, i0, out); break;
+      case 2: mlx_x16_micro<2, kEight, M>(p0, p1, nb, subs, qx, i0, out); break;
+      default: mlx_x16_micro<0, kEight, M>(p0, p1, nb, subs, qx, i0, out); break;
     }
   }
 };
@@ -411,7 +429,8 @@ void x16_tile(const splash::cpu::KernelArgs& a) {
 splash::cpu::TileKernel x16_kernel(splash::WeightFormat f) {
   if (f == splash::WeightFormat::kQ4_0x8) return x16_tile<MicroQ4_0x16>;
   if (f == splash::WeightFormat::kQ8_0x8) return x16_tile<MicroQ8_0x16>;
-  if (f == splash::WeightFormat::kMlx4x8) return x16_tile<MicroMlx4x16>;
+  if (f == splash::WeightFormat::kMlx4x8) return x16_tile<MicroMlxX16<false>>;
+  if (f == splash::WeightFormat::kMlx8x8) return x16_tile<MicroMlxX16<true>>;
   if (f == splash::WeightFormat::kQ4_Kx8) return x16_tile<MicroQ4_Kx16>;
   if (f == splash::WeightFormat::kQ5_Kx8) return x16_tile<MicroQ5_Kx16>;
   if (f == splash::WeightFormat::kQ6_Kx8) return x16_tile<MicroQ6_Kx16>;

@@ -286,7 +286,7 @@ void store_x8(const __m256* v, float* y, int64_t ld, int64_t i0, int64_t row0, i
   }
 }
 
-// 8 scales (or biases) of a kMlx4x8 group as floats. ST: 0 f32, 1 f16, 2 bf16 (the file's type).
+// 8 scales (or biases) of a kMlx4x8 / kMlx8x8 group as floats. ST: 0 f32, 1 f16, 2 bf16 (the file's type).
 template <int ST>
 inline __m256 mlx_scales8(const uint8_t* p) {
   if constexpr (ST == 0) {
@@ -305,10 +305,13 @@ inline int mlx_scale_kind(splash::DType t) { return t == splash::DType::kF16 ? 1
 // the Q4_0x8 kernel without the -8 (codes 0..15 are the values up to scale and bias); they are
 // weighed by the activation block's scale in float, and per MLX group (`subs` blocks) the sum meets
 // the 8 row scales in one FMA, the bias the activation's d * sum(codes) of the group in another.
-template <int ST, int M>
-void mlx4x8_micro(const uint8_t* gp, int64_t nb, int subs, const splash::cpu::QuantizedActs& qx, int64_t i0,
+// kEight: MLX 8-bit x8 (kMlx8x8), Q8_0x8's signed-code integer loop on code - 128, and the bias
+// taken as bias + 128 x scale.
+template <int ST, bool kEight, int M>
+void mlx_x8_micro(const uint8_t* gp, int64_t nb, int subs, const splash::cpu::QuantizedActs& qx, int64_t i0,
                   __m256* out) {
   constexpr int kSb = mlx_scale_bytes(ST);
+  constexpr int64_t kCodes = kEight ? 256 : 128;  // code bytes per 32 values
   const int8_t* xq[M];
   const float* xd[M];
   const float* xs[M];
@@ -320,7 +323,8 @@ void mlx4x8_micro(const uint8_t* gp, int64_t nb, int subs, const splash::cpu::Qu
     acc[m] = _mm256_setzero_ps();
   }
   const __m256i m4 = _mm256_set1_epi8(0x0F);
-  const int64_t gb = splash::cpu::mlx4x8_group_bytes(32 * subs, kSb);
+  const int64_t gb = kEight ? splash::cpu::mlx8x8_group_bytes(32 * subs, kSb)
+                           : splash::cpu::mlx4x8_group_bytes(32 * subs, kSb);
   for (int64_t b0 = 0; b0 < nb; b0 += subs) {
     const uint8_t* p = gp + b0 / subs * gb;
     for (int64_t off = 0; off < gb; off += 64)
@@ -333,36 +337,52 @@ void mlx4x8_micro(const uint8_t* gp, int64_t nb, int subs, const splash::cpu::Qu
     }
     for (int k = 0; k < subs; ++k) {
       const int64_t b = b0 + k;
-      const uint8_t* c = p + 16 * kSb + 128 * k;
+      const uint8_t* c = p + 16 * kSb + kCodes * k;
       __m256i isum[M];
       for (int m = 0; m < M; ++m) isum[m] = _mm256_setzero_si256();
-      for (int s = 0; s < 4; ++s) {
-        const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c + 32 * s));
-        const __m256i lo = _mm256_and_si256(v, m4);
-        const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-        for (int m = 0; m < M; ++m) {
-          const __m256i xl = bcast4(xq[m] + b * 32 + 4 * s);
-          const __m256i xh = bcast4(xq[m] + b * 32 + 16 + 4 * s);
+      if constexpr (kEight) {
+        for (int s = 0; s < 8; ++s) {  // as q8_0x8_micro
+          const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c + 32 * s));
+          const __m256i av = _mm256_sign_epi8(v, v);
+          for (int m = 0; m < M; ++m) {
+            const __m256i sx = _mm256_sign_epi8(bcast4(xq[m] + b * 32 + 4 * s), v);
 #if SPLASH_SIMD_VNNI
-          isum[m] = _mm256_dpbusd_epi32(_mm256_dpbusd_epi32(isum[m], lo, xl), hi, xh);
+            isum[m] = _mm256_dpbusd_epi32(isum[m], av, sx);
 #else
-          isum[m] = _mm256_add_epi16(isum[m], _mm256_add_epi16(_mm256_maddubs_epi16(lo, xl),
-                                                               _mm256_maddubs_epi16(hi, xh)));
+            isum[m] = _mm256_add_epi32(isum[m], _mm256_madd_epi16(_mm256_maddubs_epi16(av, sx), _mm256_set1_epi16(1)));
 #endif
+          }
+        }
+      } else {
+        for (int s = 0; s < 4; ++s) {
+          const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c + 32 * s));
+          const __m256i lo = _mm256_and_si256(v, m4);
+          const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+          for (int m = 0; m < M; ++m) {
+            const __m256i xl = bcast4(xq[m] + b * 32 + 4 * s);
+            const __m256i xh = bcast4(xq[m] + b * 32 + 16 + 4 * s);
+#if SPLASH_SIMD_VNNI
+            isum[m] = _mm256_dpbusd_epi32(_mm256_dpbusd_epi32(isum[m], lo, xl), hi, xh);
+#else
+            isum[m] = _mm256_add_epi16(isum[m], _mm256_add_epi16(_mm256_maddubs_epi16(lo, xl),
+                                                                 _mm256_maddubs_epi16(hi, xh)));
+#endif
+          }
         }
       }
       for (int m = 0; m < M; ++m) {
 #if SPLASH_SIMD_VNNI
         const __m256i i32 = isum[m];
 #else
-        const __m256i i32 = _mm256_madd_epi16(isum[m], _mm256_set1_epi16(1));
+        const __m256i i32 = kEight ? isum[m] : _mm256_madd_epi16(isum[m], _mm256_set1_epi16(1));
 #endif
         gsum[m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i32), _mm256_set1_ps(xd[m][b]), gsum[m]);
         dsum[m] += xs[m][b];
       }
     }
     const __m256 scale = mlx_scales8<ST>(p);
-    const __m256 bias = mlx_scales8<ST>(p + 8 * kSb);
+    __m256 bias = mlx_scales8<ST>(p + 8 * kSb);
+    if constexpr (kEight) bias = _mm256_fmadd_ps(scale, _mm256_set1_ps(128.0f), bias);
     for (int m = 0; m < M; ++m)
       acc[m] = _mm256_fmadd_ps(bias, _mm256_set1_ps(dsum[m]), _mm256_fmadd_ps(gsum[m], scale, acc[m]));
   }
@@ -405,18 +425,21 @@ struct MicroQ6_Kx8 {
     q6_kx8_micro<M>(gp, nb, qx, i0, out);
   }
 };
-struct MicroMlx4x8 {
+template <bool kEight>
+struct MicroMlxX8 {
   template <int M>
   static void run(const splash::PackedWeights& w, const uint8_t* gp, int64_t nb,
                   const splash::cpu::QuantizedActs& qx, int64_t i0, __m256* out) {
     const int subs = w.group_size() / 32;
     switch (mlx_scale_kind(w.scale_dtype())) {
-      case 1: mlx4x8_micro<1, M>(gp, nb, subs, qx, i0, out); break;
-      case 2: mlx4x8_micro<2, M>(gp, nb, subs, qx, i0, out); break;
-      default: mlx4x8_micro<0, M>(gp, nb, subs, qx, i0, out); break;
+      case 1: mlx_x8_micro<1, kEight, M>(gp, nb, subs, qx, i0, out); break;
+      case 2: mlx_x8_micro<2, kEight, M>(gp, nb, subs, qx, i0, out); break;
+      default: mlx_x8_micro<0, kEight, M>(gp, nb, subs, qx, i0, out); break;
     }
   }
 };
+using MicroMlx4x8 = MicroMlxX8<false>;
+using MicroMlx8x8 = MicroMlxX8<true>;
 
 template <class Micro, int M>
 void x8_step(const splash::PackedWeights& w, const uint8_t* gp, int64_t nb, const splash::cpu::KernelArgs& a,
@@ -449,6 +472,7 @@ void x8_tile(const splash::cpu::KernelArgs& a) {
   if (f == splash::WeightFormat::kQ4_0x8) return x8_tile<MicroQ4_0x8>;
   if (f == splash::WeightFormat::kQ8_0x8) return x8_tile<MicroQ8_0x8>;
   if (f == splash::WeightFormat::kMlx4x8) return x8_tile<MicroMlx4x8>;
+  if (f == splash::WeightFormat::kMlx8x8) return x8_tile<MicroMlx8x8>;
   if (f == splash::WeightFormat::kQ4_Kx8) return x8_tile<MicroQ4_Kx8>;
   if (f == splash::WeightFormat::kQ5_Kx8) return x8_tile<MicroQ5_Kx8>;
   if (f == splash::WeightFormat::kQ6_Kx8) return x8_tile<MicroQ6_Kx8>;

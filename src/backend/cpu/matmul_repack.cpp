@@ -199,11 +199,13 @@ void repack_x8(WeightFormat x8, const uint8_t* src, int64_t rows, int64_t cols, 
 
 namespace {
 
-void dequantize_mlx4x8_row(const PackedWeights& w, int64_t r, float* out) {
+// value = scale * code + bias, as the file defines it (kMlx8x8 stores code - 128).
+void dequantize_mlx_x8_row(const PackedWeights& w, int64_t r, float* out) {
   const int gs = w.group_size();
   const DType st = w.scale_dtype();
   const int sb = st == DType::kF32 ? 4 : 2;
-  const int64_t gb = mlx4x8_group_bytes(gs, sb);
+  const bool eight = w.format() == WeightFormat::kMlx8x8;
+  const int64_t gb = eight ? mlx8x8_group_bytes(gs, sb) : mlx4x8_group_bytes(gs, sb);
   const uint8_t* group = w.data() + (r / kX8Rows) * w.group_bytes();
   const int lane = static_cast<int>(r % kX8Rows);
   auto load = [&](const uint8_t* q) {
@@ -221,6 +223,12 @@ void dequantize_mlx4x8_row(const PackedWeights& w, int64_t r, float* out) {
     const float scale = load(p + sb * lane);
     const float bias = load(p + 8 * sb + sb * lane);
     for (int k = 0; k < gs / 32; ++k) {
+      if (eight) {
+        const uint8_t* codes = p + 16 * sb + 256 * k;
+        for (int e = 0; e < 32; ++e)
+          out[g * gs + 32 * k + e] = scale * static_cast<float>(codes[32 * (e / 4) + 4 * lane + e % 4] ^ 0x80) + bias;
+        continue;
+      }
       const uint8_t* codes = p + 16 * sb + 128 * k;
       float* o = out + g * gs + 32 * k;
       for (int s = 0; s < 4; ++s)
@@ -294,8 +302,8 @@ void dequantize_q6_kx8_row(const PackedWeights& w, int64_t r, float* out) {
 
 void dequantize_x8_row(const PackedWeights& w, int64_t r, float* out) {
   SPLASH_CHECK(w.is_x8() && r >= 0 && r < w.rows());
-  if (w.format() == WeightFormat::kMlx4x8) {
-    dequantize_mlx4x8_row(w, r, out);
+  if (w.format() == WeightFormat::kMlx4x8 || w.format() == WeightFormat::kMlx8x8) {
+    dequantize_mlx_x8_row(w, r, out);
     return;
   }
   if (w.format() == WeightFormat::kQ4_Kx8 || w.format() == WeightFormat::kQ5_Kx8) {

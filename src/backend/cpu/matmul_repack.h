@@ -20,6 +20,9 @@
 // value = scale * code + bias, codes unsigned 0..15. The kernels sum scale-free integer products per
 // 32 values, weigh them by the activation scale, and apply scale and bias once per group (the bias
 // meets d * sum(codes) of the activation block, QuantizedActs::dsum).
+// MLX 8-bit (kMlx8x8) is the same with Q8_0x8's code steps (8 steps of 4 bytes per row per 32
+// values) holding code - 128 as int8, so the signed-code kernels apply without saturating; the
+// kernel adds the 128 back as 128 x scale to the bias.
 //
 // Q4_K (kQ4_Kx8) keeps the file's 256-value super-blocks; one super-block of a group is
 //   fp16 d[8], fp16 dmin[8]         the 8 rows' super-scales (32 bytes)
@@ -64,6 +67,10 @@ constexpr int64_t kQ6_Kx8ScOffset = 16, kQ6_Kx8BlockOffset = 144, kQ6_Kx8BlockBy
 // then group_size / 32 code blocks.
 constexpr int64_t mlx4x8_group_bytes(int group_size, int scale_bytes) {
   return 16 * scale_bytes + 4 * static_cast<int64_t>(group_size);
+}
+// kMlx8x8: the same with 256-byte code blocks (8 steps of 4 bytes per row, as Q8_0x8).
+constexpr int64_t mlx8x8_group_bytes(int group_size, int scale_bytes) {
+  return 16 * scale_bytes + 8 * static_cast<int64_t>(group_size);
 }
 
 // The K-quant x8 layouts (per 256-value super-block).

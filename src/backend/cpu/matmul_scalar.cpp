@@ -224,6 +224,7 @@ TileKernel scalar_kernel(WeightFormat f) {
     case WeightFormat::kQ4_0x8:
     case WeightFormat::kQ8_0x8:
     case WeightFormat::kMlx4x8:
+    case WeightFormat::kMlx8x8:
     case WeightFormat::kQ4_Kx8:
     case WeightFormat::kQ5_Kx8:
     case WeightFormat::kQ6_Kx8: return nullptr;  // only packed at AVX2 and above
@@ -335,6 +336,7 @@ void dequantize_row_scalar(const PackedWeights& w, int64_t r, float* out) {
     case WeightFormat::kQ4_0x8:
     case WeightFormat::kQ8_0x8:
     case WeightFormat::kMlx4x8:
+    case WeightFormat::kMlx8x8:
     case WeightFormat::kQ4_Kx8:
     case WeightFormat::kQ5_Kx8:
     case WeightFormat::kQ6_Kx8: return;  // handled above

@@ -316,6 +316,7 @@ splash::cpu::TileKernel simd_kernel(splash::WeightFormat f) {
     case WeightFormat::kQ4_0x8:
     case WeightFormat::kQ8_0x8:
     case WeightFormat::kMlx4x8:
+    case WeightFormat::kMlx8x8:
     case WeightFormat::kQ4_Kx8:
     case WeightFormat::kQ5_Kx8:
     case WeightFormat::kQ6_Kx8: return nullptr;  // matmul_gemm_impl.h

@@ -204,19 +204,20 @@ TEST(MatmulX8, Q4ExtremeCodesDoNotSaturate) {
   }
 }
 
-// --- MLX 4-bit (kMlx4x8) ----------------------------------------------------------------------------
+// --- MLX 4-bit and 8-bit (kMlx4x8, kMlx8x8) ------------------------------------------------------
 
-// An MLX affine 4-bit matrix as a safetensors file holds it: codes in uint32 words, scales and
-// biases per group in `st` (F16, BF16 or F32). Random codes unless `code` >= 0; scales / biases
-// random unless given.
+// An MLX affine 4-bit (or 8-bit) matrix as a safetensors file holds it: codes in uint32 words,
+// scales and biases per group in `st` (F16, BF16 or F32). Random codes unless `code` >= 0; scales /
+// biases random unless given.
 struct Mlx4Matrix {
   std::vector<uint8_t> codes;
   std::vector<uint8_t> scales, biases;
   MlxAffineView view;
   Mlx4Matrix(int64_t rows, int64_t cols, int group, uint32_t seed, DType st = DType::kF16, int code = -1,
-             float scale = 0.0f, float bias = 0.0f) {
-    codes = test::random_bytes(static_cast<size_t>(rows * cols / 2), seed);
-    if (code >= 0) std::fill(codes.begin(), codes.end(), static_cast<uint8_t>(code | (code << 4)));
+             float scale = 0.0f, float bias = 0.0f, int bits = 4) {
+    codes = test::random_bytes(static_cast<size_t>(rows * cols * bits / 8), seed);
+    if (code >= 0)
+      std::fill(codes.begin(), codes.end(), static_cast<uint8_t>(bits == 8 ? code : code | (code << 4)));
     const size_t groups = static_cast<size_t>(rows * cols / group);
     const auto s = test::random_floats(groups, seed + 1, 0.01f);
     const auto b = test::random_floats(groups, seed + 2, 0.05f);
@@ -233,7 +234,7 @@ struct Mlx4Matrix {
       put(scales, code >= 0 ? scale : s[g]);
       put(biases, code >= 0 ? bias : b[g]);
     }
-    view.bits = 4;
+    view.bits = bits;
     view.group_size = group;
     view.scale_dtype = st;
     view.codes = reinterpret_cast<const uint32_t*>(codes.data());
@@ -242,28 +243,29 @@ struct Mlx4Matrix {
   }
 };
 
-TEST(MatmulX8, Mlx4MatchesTheRowLayoutKernel) {
+TEST(MatmulX8, Mlx4And8MatchTheRowLayoutKernel) {
   if (simd_levels().empty()) GTEST_SKIP() << "no AVX2 on this CPU: x8 layouts are not built";
   ThreadPool pool2(2), pool1(1);
   // Rows: one partial group, a pair + a partial group, several pairs; groups of 32, 64 and 128.
   // Scales and biases in each type the files use (the layout keeps the file's type).
+  for (int bits : {4, 8})
   for (int64_t rows : {5, 21, 40})
     for (int group : {32, 64, 128})
       for (int64_t cols : {int64_t{group}, int64_t{3 * group}}) {
         const DType st = group == 32 ? DType::kF16 : group == 64 ? DType::kBF16 : DType::kF32;
-        const Mlx4Matrix m(rows, cols, group, 17 + static_cast<uint32_t>(rows + cols), st);
+        const Mlx4Matrix m(rows, cols, group, 17 + static_cast<uint32_t>(rows + cols), st, -1, 0.0f, 0.0f, bits);
         auto scalar = pack_mlx_weights(m.view, rows, cols, IsaLevel::kScalar);
         ASSERT_TRUE(scalar.ok());
-        ASSERT_EQ(scalar->format(), WeightFormat::kMlx4);
+        ASSERT_EQ(scalar->format(), bits == 8 ? WeightFormat::kMlx8 : WeightFormat::kMlx4);
         for (int64_t n : {1, 3, 8, 9, 33, 130}) {
-          SCOPED_TRACE(str_cat("rows=", rows, " group=", group, " ", dtype_name(st), " cols=", cols, " n=", n));
+          SCOPED_TRACE(str_cat(bits, "-bit rows=", rows, " group=", group, " ", dtype_name(st), " cols=", cols, " n=", n));
           const auto x = test::random_floats(static_cast<size_t>(n * cols), 5 + static_cast<uint32_t>(n));
           const auto want = run(*scalar, x, n, pool2);
           for (IsaLevel level : simd_levels()) {
             SCOPED_TRACE(isa_level_name(level));
             auto w = pack_mlx_weights(m.view, rows, cols, level);
             ASSERT_TRUE(w.ok());
-            ASSERT_EQ(w->format(), WeightFormat::kMlx4x8);
+            ASSERT_EQ(w->format(), bits == 8 ? WeightFormat::kMlx8x8 : WeightFormat::kMlx4x8);
             ASSERT_TRUE(w->is_x8() && w->owns_data());
             const auto got = run(*w, x, n, pool2);
             EXPECT_LT(test::nmse(got, want), kX8VsScalarNmse);
@@ -298,6 +300,42 @@ TEST(MatmulX8, Mlx4DequantizedRowsEqualTheRowLayout) {
   }
 }
 
+TEST(MatmulX8, Mlx8DequantizedRowsAreScaleTimesCodePlusBias) {
+  // The row layout stores bias + 128 scale in f32 (its own rounding); the x8 layout keeps the file's
+  // scale and bias, so its rows must be exactly scale * code + bias in float.
+  if (simd_levels().empty()) GTEST_SKIP() << "no AVX2 on this CPU";
+  for (int group : {32, 64})
+    for (DType st : {DType::kF16, DType::kBF16, DType::kF32}) {
+      const int64_t rows = 19, cols = 4 * group;
+      const Mlx4Matrix m(rows, cols, group, 9, st, -1, 0.0f, 0.0f, 8);
+      auto x8 = pack_mlx_weights(m.view, rows, cols, IsaLevel::kAvx2);
+      ASSERT_TRUE(x8.ok());
+      ASSERT_EQ(x8->format(), WeightFormat::kMlx8x8);
+      const int64_t sb = st == DType::kF32 ? 4 : 2;
+      EXPECT_EQ(x8->packed_bytes(), 3 * cols / group * (16 * sb + 8 * group));
+      auto load = [&](const std::vector<uint8_t>& v, int64_t idx) {
+        if (st == DType::kF32) {
+          float f;
+          std::memcpy(&f, v.data() + 4 * idx, 4);
+          return f;
+        }
+        uint16_t h;
+        std::memcpy(&h, v.data() + 2 * idx, 2);
+        return st == DType::kBF16 ? bf16_to_f32(h) : f16_to_f32(h);
+      };
+      std::vector<float> b(static_cast<size_t>(cols));
+      for (int64_t r = 0; r < rows; ++r) {
+        dequantize_packed_row(*x8, r, b.data());
+        for (int64_t c = 0; c < cols; ++c) {
+          const int64_t g = r * (cols / group) + c / group;
+          const float want = load(m.scales, g) * static_cast<float>(m.codes[static_cast<size_t>(r * cols + c)]) +
+                             load(m.biases, g);
+          ASSERT_EQ(b[static_cast<size_t>(c)], want) << "group " << group << " " << dtype_name(st) << " row " << r;
+        }
+      }
+    }
+}
+
 TEST(MatmulX8, Mlx4ExtremeCodesAndBiasAreExact) {
   // Codes 15 against activations +127 (scale 1, bias 0): the AVX2 kernel's int16 block sum reaches
   // 8 x 3810 = 30480. Then scale 0, bias 1: the result is the activations' sum alone. 21 rows: a
@@ -323,6 +361,30 @@ TEST(MatmulX8, Mlx4ExtremeCodesAndBiasAreExact) {
         }
       }
     }
+}
+
+TEST(MatmulX8, Mlx8ExtremeCodesAreExact) {
+  // Codes 255 and 0 (stored as +127 and -128) against activations +-127: every AVX2 vpmaddubsw pair
+  // sum reaches 2 x 128 x 127 = 32512, the int16 limit the kernel must widen after one step. Scale
+  // 1, bias 0: the result is code x sum(x). n = 6 decode, 12 prefill (the AVX-512 pair kernel).
+  if (simd_levels().empty()) GTEST_SKIP() << "no AVX2 on this CPU";
+  const int64_t rows = 21, cols = 192;
+  for (int code : {0, 255}) {
+    const Mlx4Matrix m(rows, cols, 64, 1, DType::kBF16, code, 1.0f, 0.0f, 8);
+    for (int64_t n : {6, 12})
+      for (bool alternate : {false, true}) {
+        const auto x = unit_acts(n, cols, alternate);
+        for (IsaLevel level : simd_levels()) {
+          ThreadPool pool(2);
+          auto w = pack_mlx_weights(m.view, rows, cols, level);
+          ASSERT_TRUE(w.ok() && w->format() == WeightFormat::kMlx8x8);
+          const auto y = run(*w, x, n, pool);
+          const double want = alternate ? 0.0 : static_cast<double>(code) * static_cast<double>(cols);
+          for (size_t k = 0; k < y.size(); ++k)
+            ASSERT_NEAR(y[k], want, 1e-2) << isa_level_name(level) << " code " << code << " n " << n << " output " << k;
+        }
+      }
+  }
 }
 
 }  // namespace
