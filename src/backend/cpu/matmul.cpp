@@ -16,7 +16,8 @@ using cpu::TileKernel;
 namespace {
 
 bool is_quantized(WeightFormat f) {
-  return f != WeightFormat::kF32 && f != WeightFormat::kF16 && f != WeightFormat::kBF16;
+  return f != WeightFormat::kF32 && f != WeightFormat::kF16 && f != WeightFormat::kBF16 && f != WeightFormat::kF16x16 &&
+         f != WeightFormat::kBF16x16;
 }
 
 std::string label(std::string_view name) {
@@ -26,6 +27,11 @@ std::string label(std::string_view name) {
 // The best kernel at or below `level` (a level may lack a kernel for some format).
 TileKernel pick_kernel(WeightFormat f, IsaLevel level) {
   TileKernel k = nullptr;
+  if (f == WeightFormat::kF16x16 || f == WeightFormat::kBF16x16) {  // built at AVX-512 only (pack_parts)
+    k = cpu::avx512_x8_kernel(f);
+    SPLASH_CHECK(k != nullptr);
+    return k;
+  }
   if (f == WeightFormat::kQ4_0x8 || f == WeightFormat::kQ8_0x8 || f == WeightFormat::kMlx4x8 || f == WeightFormat::kMlx8x8 ||
       cpu::is_k_x8(f)) {
     // x8 layouts are only built at AVX2 and above (pack_weights, pack_mlx_weights).
@@ -70,6 +76,8 @@ const char* weight_format_name(WeightFormat f) {
     case WeightFormat::kQ8_0x8: return "Q8_0x8";
     case WeightFormat::kMlx4x8: return "MLX4x8";
     case WeightFormat::kMlx8x8: return "MLX8x8";
+    case WeightFormat::kF16x16: return "F16x16";
+    case WeightFormat::kBF16x16: return "BF16x16";
     case WeightFormat::kQ4_Kx8: return "Q4_Kx8";
     case WeightFormat::kQ5_Kx8: return "Q5_Kx8";
     case WeightFormat::kQ6_Kx8: return "Q6_Kx8";
@@ -127,6 +135,22 @@ Result<PackedWeights> PackedWeights::pack_parts(DType type, std::span<const Weig
   w.isa_ = clamp_isa_level(level);
   w.data_ = static_cast<const uint8_t*>(parts[0].data);
   w.row_bytes_ = static_cast<int64_t>(*row_bytes);
+  if ((f == WeightFormat::kF16 || f == WeightFormat::kBF16) && w.isa_ >= IsaLevel::kAvx512) {
+    // 16 rows side by side per column (matmul_repack.h), straight from each part.
+    w.format_ = f == WeightFormat::kF16 ? WeightFormat::kF16x16 : WeightFormat::kBF16x16;
+    w.group_bytes_ = cols * 2 * cpu::kF16x16Rows;
+    const int64_t groups = (rows + cpu::kF16x16Rows - 1) / cpu::kF16x16Rows;
+    if (groups > INT64_MAX / w.group_bytes_)
+      return make_error(label(name), ": matrix shape [", rows, ", ", cols, "] overflows");
+    w.storage_ = ArenaBuffer::allocate(static_cast<size_t>(groups * w.group_bytes_));  // zeroed: padding rows
+    int64_t row0 = 0;
+    for (const WeightRows& p : parts) {
+      cpu::repack_f16x16_rows(static_cast<const uint8_t*>(p.data), p.rows, cols, row0, w.storage_.data());
+      row0 += p.rows;
+    }
+    w.data_ = w.storage_.data();
+    return w;
+  }
   const WeightFormat x8 = cpu::x8_format_of(f);
   if (x8 != f && w.isa_ >= IsaLevel::kAvx2) {
     // Repacked once here, straight from each part, so the kernels read 8 rows per load; the
@@ -315,12 +339,13 @@ void matmul(const PackedWeights& w, const float* x, float* y, int64_t n, ThreadP
     // tok/s, six alternating runs), equal under a busy-looping neighbour (docs/PERFORMANCE.md).
     constexpr int kMaxTasks = 96;
     constexpr int64_t kMinRows = 64;
+    const int64_t gr = w.is_x8() ? w.group_rows() : 8;  // tasks start on a group
     int64_t bounds[kMaxTasks + 1];
     int n_tasks = 0;
     bounds[0] = 0;
     while (bounds[n_tasks] < rows) {
       const int64_t at = bounds[n_tasks];
-      int64_t chunk = (std::max<int64_t>(kMinRows, (rows - at) / (2 * threads)) + 7) / 8 * 8;
+      int64_t chunk = (std::max<int64_t>(kMinRows, (rows - at) / (2 * threads)) + gr - 1) / gr * gr;
       if (n_tasks == kMaxTasks - 1) chunk = rows - at;
       bounds[++n_tasks] = std::min(rows, at + chunk);
     }

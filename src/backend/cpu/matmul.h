@@ -41,6 +41,10 @@ enum class WeightFormat : uint8_t {
   kMlx4x8,
   // MLX affine 8-bit the same way, codes - 128 as int8 in Q8_0x8's steps. Owned.
   kMlx8x8,
+  // F16 / BF16 repacked for the AVX-512 kernels: groups of 16 rows, per column the 16 rows' values
+  // side by side (32 bytes), so one load and conversion gives a zmm of 16 rows that meets a
+  // broadcast activation in one FMA (matmul_repack.h). Exact: the values are the file's. Owned.
+  kF16x16, kBF16x16,
   // Q4_K repacked for the AVX2 / AVX-512 kernels: groups of 8 rows, per 256-value super-block the 8
   // rows' fp16 d and dmin, their 6-bit sub-block scales and mins unpacked to bytes, then per 32
   // values the codes interleaved as in kQ4_0x8 (matmul_repack.h). Owned.
@@ -83,7 +87,7 @@ class PackedWeights {
   int64_t cols() const { return cols_; }  // input features
   IsaLevel isa() const { return isa_; }   // kernel level chosen at pack time
   bool owns_data() const { return !storage_.empty(); }
-  // Row-major formats: [rows, row_bytes]. x8 formats: [ceil(rows / 8), group_bytes], see is_x8().
+  // Row-major formats: [rows, row_bytes]. x8 formats: [ceil(rows / group_rows()), group_bytes], see is_x8().
   const uint8_t* data() const { return data_; }
   // Bytes of one row's weights (for x8 formats the GGML row size: the same data, interleaved).
   int64_t row_bytes() const { return row_bytes_; }
@@ -91,7 +95,7 @@ class PackedWeights {
   const uint8_t* row(int64_t r) const { return data_ + r * row_bytes_; }
   bool is_x8() const {
     return format_ == WeightFormat::kQ4_0x8 || format_ == WeightFormat::kQ8_0x8 || format_ == WeightFormat::kMlx4x8 ||
-           format_ == WeightFormat::kMlx8x8 ||
+           format_ == WeightFormat::kMlx8x8 || format_ == WeightFormat::kF16x16 || format_ == WeightFormat::kBF16x16 ||
            format_ == WeightFormat::kQ4_Kx8 || format_ == WeightFormat::kQ5_Kx8 ||
            format_ == WeightFormat::kQ6_Kx8;
   }
@@ -101,7 +105,11 @@ class PackedWeights {
   // Row-major MLX formats: bytes of one group of a row; x8 formats: bytes of one group of 8 rows.
   int64_t group_bytes() const { return group_bytes_; }
   // Bytes the kernels read for the whole matrix (packed layout, x8 padding rows included).
-  int64_t packed_bytes() const { return is_x8() ? (rows_ + 7) / 8 * group_bytes_ : rows_ * row_bytes_; }
+  int64_t packed_bytes() const {
+    return is_x8() ? (rows_ + group_rows() - 1) / group_rows() * group_bytes_ : rows_ * row_bytes_;
+  }
+  // Rows per group of an interleaved layout: 16 for kF16x16 / kBF16x16, 8 for the other x8 formats.
+  int group_rows() const { return format_ == WeightFormat::kF16x16 || format_ == WeightFormat::kBF16x16 ? 16 : 8; }
 
  private:
   friend Result<PackedWeights> pack_weights(DType, const void*, int64_t, int64_t, IsaLevel, std::string_view);
@@ -126,7 +134,8 @@ class PackedWeights {
 
 // Wraps `data` ([rows, cols] of `type`, GGML block layout for quantized types) for matmul. Zero-copy
 // for the float types (and for the quantized ones below AVX2): `data` must then stay valid and
-// unchanged while the result is used. Q4_0, Q8_0, Q4_K, Q5_K and Q6_K at level AVX2 or above are repacked into an owned x8 layout (owns_data()):
+// unchanged while the result is used. Q4_0, Q8_0, Q4_K, Q5_K and Q6_K at level AVX2 or above, and
+// F16 / BF16 at AVX-512, are repacked into an owned x8 layout (owns_data()):
 // `data` is not read after the call, so a loader may drop its file pages. `name`
 // (the tensor's name) goes into error messages. `level` is clamped to what the CPU supports; pass a
 // lower one to force a kernel tier (tests, benchmarks).

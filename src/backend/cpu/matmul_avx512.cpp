@@ -24,9 +24,12 @@ namespace {
 #include "backend/cpu/matmul_simd_impl.h"
 #include "backend/cpu/matmul_gemm_impl.h"
 #include "backend/cpu/matmul_gemm512_impl.h"
+#include "backend/cpu/matmul_float512_impl.h"
 }  // namespace
 
 TileKernel avx512_x8_kernel(WeightFormat f) {
+  if (f == WeightFormat::kF16x16) return f16x16_tile<false>;
+  if (f == WeightFormat::kBF16x16) return f16x16_tile<true>;
   if (TileKernel k = x16_kernel(f)) return k;
   return x8_kernel(f);  // layouts without a 512-bit pair kernel (Q4_Kx8, Q6_Kx8)
 }

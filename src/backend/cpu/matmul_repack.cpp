@@ -25,6 +25,15 @@ int64_t x8_block_bytes(WeightFormat x8) {
   return x8 == WeightFormat::kQ4_0x8 ? kQ4_0x8BlockBytes : kQ8_0x8BlockBytes;
 }
 
+void repack_f16x16_rows(const uint8_t* src, int64_t rows, int64_t cols, int64_t row0, uint8_t* dst) {
+  for (int64_t i = 0; i < rows; ++i) {
+    const int64_t row = row0 + i;
+    uint8_t* group = dst + (row / kF16x16Rows) * cols * 2 * kF16x16Rows + 2 * (row % kF16x16Rows);
+    const uint8_t* in = src + i * cols * 2;
+    for (int64_t c = 0; c < cols; ++c) std::memcpy(group + c * 2 * kF16x16Rows, in + 2 * c, 2);
+  }
+}
+
 namespace {
 
 // Row `lane` of a kQ4_Kx8 / kQ5_Kx8 super-block at `out` from one file super-block (BlockQ4_K /
@@ -302,6 +311,15 @@ void dequantize_q6_kx8_row(const PackedWeights& w, int64_t r, float* out) {
 
 void dequantize_x8_row(const PackedWeights& w, int64_t r, float* out) {
   SPLASH_CHECK(w.is_x8() && r >= 0 && r < w.rows());
+  if (w.format() == WeightFormat::kF16x16 || w.format() == WeightFormat::kBF16x16) {
+    const uint8_t* p = w.data() + (r / kF16x16Rows) * w.group_bytes() + 2 * (r % kF16x16Rows);
+    for (int64_t c = 0; c < w.cols(); ++c) {
+      uint16_t h;
+      std::memcpy(&h, p + c * 2 * kF16x16Rows, 2);
+      out[c] = w.format() == WeightFormat::kF16x16 ? f16_to_f32(h) : bf16_to_f32(h);
+    }
+    return;
+  }
   if (w.format() == WeightFormat::kMlx4x8 || w.format() == WeightFormat::kMlx8x8) {
     dequantize_mlx_x8_row(w, r, out);
     return;

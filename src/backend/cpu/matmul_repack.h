@@ -73,6 +73,13 @@ constexpr int64_t mlx8x8_group_bytes(int group_size, int scale_bytes) {
   return 16 * scale_bytes + 8 * static_cast<int64_t>(group_size);
 }
 
+// F16 / BF16 (kF16x16, kBF16x16, AVX-512 only): groups of 16 rows; per column c the 16 rows' 2-byte
+// values at group + 32 c (row r of the group at + 2 r). The values are the file's, unconverted.
+constexpr int kF16x16Rows = 16;
+// Rows [row0, row0 + rows) of a kF16x16 / kBF16x16 matrix from `rows` file rows at `src` (2-byte
+// values, [rows, cols]); `dst` is zero-filled beforehand (padding rows stay 0).
+void repack_f16x16_rows(const uint8_t* src, int64_t rows, int64_t cols, int64_t row0, uint8_t* dst);
+
 // The K-quant x8 layouts (per 256-value super-block).
 inline bool is_k_x8(WeightFormat x8) {
   return x8 == WeightFormat::kQ4_Kx8 || x8 == WeightFormat::kQ5_Kx8 || x8 == WeightFormat::kQ6_Kx8;

@@ -225,6 +225,8 @@ TileKernel scalar_kernel(WeightFormat f) {
     case WeightFormat::kQ8_0x8:
     case WeightFormat::kMlx4x8:
     case WeightFormat::kMlx8x8:
+    case WeightFormat::kF16x16:
+    case WeightFormat::kBF16x16:
     case WeightFormat::kQ4_Kx8:
     case WeightFormat::kQ5_Kx8:
     case WeightFormat::kQ6_Kx8: return nullptr;  // only packed at AVX2 and above
@@ -337,6 +339,8 @@ void dequantize_row_scalar(const PackedWeights& w, int64_t r, float* out) {
     case WeightFormat::kQ8_0x8:
     case WeightFormat::kMlx4x8:
     case WeightFormat::kMlx8x8:
+    case WeightFormat::kF16x16:
+    case WeightFormat::kBF16x16:
     case WeightFormat::kQ4_Kx8:
     case WeightFormat::kQ5_Kx8:
     case WeightFormat::kQ6_Kx8: return;  // handled above

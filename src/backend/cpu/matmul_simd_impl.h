@@ -317,6 +317,8 @@ splash::cpu::TileKernel simd_kernel(splash::WeightFormat f) {
     case WeightFormat::kQ8_0x8:
     case WeightFormat::kMlx4x8:
     case WeightFormat::kMlx8x8:
+    case WeightFormat::kF16x16:
+    case WeightFormat::kBF16x16:
     case WeightFormat::kQ4_Kx8:
     case WeightFormat::kQ5_Kx8:
     case WeightFormat::kQ6_Kx8: return nullptr;  // matmul_gemm_impl.h

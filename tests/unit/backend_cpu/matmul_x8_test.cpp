@@ -387,5 +387,44 @@ TEST(MatmulX8, Mlx8ExtremeCodesAreExact) {
   }
 }
 
+// --- F16 / BF16 (kF16x16, kBF16x16: AVX-512 only) -----------------------------------------------
+
+TEST(MatmulX16Float, MatchesTheRowLayoutKernel) {
+  if (best_isa_level() < IsaLevel::kAvx512) GTEST_SKIP() << "no AVX-512 on this CPU: the 16-row layouts are not built";
+  ThreadPool pool2(2), pool1(1);
+  for (DType t : {DType::kF16, DType::kBF16})
+    for (int64_t rows : {1, 15, 16, 17, 40})
+      for (int64_t cols : {1, 7, 64, 1027}) {
+        const auto v = test::random_floats(static_cast<size_t>(rows * cols), 3 + static_cast<uint32_t>(rows * cols));
+        std::vector<uint8_t> bytes(static_cast<size_t>(rows * cols * 2));
+        for (size_t k = 0; k < v.size(); ++k)
+          test::put_u16(bytes.data() + 2 * k, t == DType::kF16 ? f32_to_f16(v[k]) : f32_to_bf16(v[k]));
+        auto rowwise = pack_weights(t, bytes.data(), rows, cols, IsaLevel::kAvx2);
+        auto x16 = pack_weights(t, bytes.data(), rows, cols, IsaLevel::kAvx512);
+        ASSERT_TRUE(rowwise.ok() && x16.ok());
+        ASSERT_FALSE(rowwise->is_x8());
+        ASSERT_EQ(x16->format(), t == DType::kF16 ? WeightFormat::kF16x16 : WeightFormat::kBF16x16);
+        ASSERT_TRUE(x16->owns_data());
+        EXPECT_EQ(x16->packed_bytes(), (rows + 15) / 16 * 16 * cols * 2);
+        std::vector<float> a(static_cast<size_t>(cols)), b(static_cast<size_t>(cols));
+        for (int64_t r = 0; r < rows; ++r) {  // the values are the file's, bit for bit
+          dequantize_packed_row(*rowwise, r, a.data());
+          dequantize_packed_row(*x16, r, b.data());
+          ASSERT_EQ(a, b) << "row " << r;
+        }
+        for (int64_t n : {1, 2, 5, 8, 9, 16, 33, 70}) {
+          SCOPED_TRACE(str_cat(dtype_name(t), " rows=", rows, " cols=", cols, " n=", n));
+          const auto x = test::random_floats(static_cast<size_t>(n * cols), 5 + static_cast<uint32_t>(n));
+          const auto want = run(*rowwise, x, n, pool2);
+          const auto got = run(*x16, x, n, pool2);
+          // f32 products and sums both ways; only the order of the additions differs.
+          EXPECT_LT(test::nmse(got, want), 1e-12);
+          for (size_t k = 0; k < got.size(); ++k)
+            ASSERT_NEAR(got[k], want[k], 1e-4 + 1e-5 * std::fabs(want[k])) << "output " << k;
+          EXPECT_EQ(run(*x16, x, n, pool1), got);
+        }
+      }
+}
+
 }  // namespace
 }  // namespace splash

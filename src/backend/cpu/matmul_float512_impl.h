@@ -1,0 +1,82 @@
+// Internal to backend/cpu: the AVX-512 kernel of the 16-row float layouts (kF16x16, kBF16x16;
+// matmul_repack.h), included only by matmul_avx512.cpp inside its anonymous namespace, after
+// matmul_gemm512_impl.h.
+//
+// Per column, one 32-byte load converts to a zmm of the 16 rows' weights (vcvtph2ps, or a shift for
+// bf16: exact either way) and meets each activation row's value there in one FMA with a broadcast
+// operand, so a weight is loaded once per tile of up to 8 activation rows and nothing is reduced
+// across lanes: the 16 lanes are the 16 output rows. f32 activations and f32 sums, as the row
+// kernels; only the order of the additions differs.
+
+template <bool kBf16>
+inline __m512 load_f16x16(const uint8_t* p) {
+  const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  if constexpr (kBf16) return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+  return _mm512_cvtph_ps(h);
+}
+
+// Rows of group `gp` x activation rows [i0, i0 + M). Decode (M = 1) keeps four accumulators over
+// consecutive columns so the FMAs do not wait on each other.
+template <bool kBf16, int M>
+void f16x16_micro(const uint8_t* gp, int64_t cols, const float* x, int64_t i0, __m512* out) {
+  constexpr int kAcc = M == 1 ? 4 : 1;
+  __m512 acc[M][kAcc];
+  for (int m = 0; m < M; ++m)
+    for (int k = 0; k < kAcc; ++k) acc[m][k] = _mm512_setzero_ps();
+  const float* xr[M];
+  for (int m = 0; m < M; ++m) xr[m] = x + (i0 + m) * cols;
+  int64_t c = 0;
+  for (; c + 4 <= cols; c += 4) {
+    const uint8_t* p = gp + c * 32;
+    _mm_prefetch(reinterpret_cast<const char*>(p + kX8PrefetchBytes), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(p + kX8PrefetchBytes + 64), _MM_HINT_T0);
+    for (int j = 0; j < 4; ++j) {
+      const __m512 w = load_f16x16<kBf16>(p + 32 * j);
+      for (int m = 0; m < M; ++m) {
+        __m512& a = acc[m][j % kAcc];
+        a = _mm512_fmadd_ps(w, _mm512_set1_ps(xr[m][c + j]), a);
+      }
+    }
+  }
+  for (; c < cols; ++c) {
+    const __m512 w = load_f16x16<kBf16>(gp + c * 32);
+    for (int m = 0; m < M; ++m) acc[m][0] = _mm512_fmadd_ps(w, _mm512_set1_ps(xr[m][c]), acc[m][0]);
+  }
+  for (int m = 0; m < M; ++m) {
+    __m512 s = acc[m][0];
+    for (int k = 1; k < kAcc; ++k) s = _mm512_add_ps(s, acc[m][k]);
+    out[m] = s;
+  }
+}
+
+template <bool kBf16, int M>
+void f16x16_step(const splash::PackedWeights& w, const uint8_t* gp, const splash::cpu::KernelArgs& a, int64_t i,
+                 int64_t row0) {
+  __m512 v[M];
+  f16x16_micro<kBf16, M>(gp, w.cols(), a.x, i, v);
+  const int64_t valid = std::min<int64_t>(16, w.rows() - row0);
+  const __mmask16 keep = static_cast<__mmask16>((1u << valid) - 1u);
+  for (int m = 0; m < M; ++m) _mm512_mask_storeu_ps(a.y + (i + m) * w.rows() + row0, keep, v[m]);
+}
+
+// Rows [r0, r1) (r0 a multiple of 16) x activation rows [i0, i1), 8 activation rows per pass over a
+// group (8 accumulators; the group's columns stream from L1 / L2 once per pass).
+template <bool kBf16>
+void f16x16_tile(const splash::cpu::KernelArgs& a) {
+  const splash::PackedWeights& w = *a.w;
+  for (int64_t g = a.r0 / 16; g * 16 < a.r1; ++g) {
+    const uint8_t* gp = w.data() + g * w.group_bytes();
+    int64_t i = a.i0;
+    for (; i + 8 <= a.i1; i += 8) f16x16_step<kBf16, 8>(w, gp, a, i, g * 16);
+    switch (a.i1 - i) {
+      case 7: f16x16_step<kBf16, 7>(w, gp, a, i, g * 16); break;
+      case 6: f16x16_step<kBf16, 6>(w, gp, a, i, g * 16); break;
+      case 5: f16x16_step<kBf16, 5>(w, gp, a, i, g * 16); break;
+      case 4: f16x16_step<kBf16, 4>(w, gp, a, i, g * 16); break;
+      case 3: f16x16_step<kBf16, 3>(w, gp, a, i, g * 16); break;
+      case 2: f16x16_step<kBf16, 2>(w, gp, a, i, g * 16); break;
+      case 1: f16x16_step<kBf16, 1>(w, gp, a, i, g * 16); break;
+      default: break;
+    }
+  }
+}
