@@ -36,26 +36,26 @@ void repack_f16x16_rows(const uint8_t* src, int64_t rows, int64_t cols, int64_t 
 
 namespace {
 
+inline uint32_t load4(const uint8_t* p) {
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+inline void store4(uint8_t* p, uint32_t v) { std::memcpy(p, &v, 4); }
+constexpr uint32_t kLowNibbles = 0x0F0F0F0Fu;
+
 // Row `lane` of a kQ4_Kx8 / kQ5_Kx8 super-block at `out` from one file super-block (BlockQ4_K /
-// BlockQ5_K); lane 0..7.
+// BlockQ5_K); lane 0..7. Four code bytes at a time: repacking is part of every load.
 template <bool kFive>
 void put_q45_k_lane(const uint8_t* blk, int lane, uint8_t* out) {
   // Both blocks start with d, dmin and the 12 scale bytes; Q5_K then has qh[32] before qs[128].
+  // File: qs byte 32 i + l holds value 64 i + l (low nibble, sub-block 2i) and 64 i + 32 + l (high
+  // nibble, sub-block 2i + 1); Q5_K's qh[l] bit j is the fifth bit of value 32 j + l.
   const uint8_t* scales = blk + 4;
   const uint8_t* qh = blk + 16;
   const uint8_t* qs = kFive ? blk + 48 : blk + 16;
   std::memcpy(out + 2 * lane, blk, 2);
   std::memcpy(out + 16 + 2 * lane, blk + 2, 2);
-  uint8_t q[256];  // codes in value order: file group i, byte l holds values 64i + l and 64i + 32 + l
-  for (int i = 0; i < 4; ++i)
-    for (int l = 0; l < 32; ++l) {
-      q[64 * i + l] = qs[32 * i + l] & 0xF;
-      q[64 * i + 32 + l] = qs[32 * i + l] >> 4;
-      if (kFive) {  // qh[l] bit j: the fifth bit of value 32 j + l
-        q[64 * i + l] |= static_cast<uint8_t>(((qh[l] >> (2 * i)) & 1) << 4);
-        q[64 * i + 32 + l] |= static_cast<uint8_t>(((qh[l] >> (2 * i + 1)) & 1) << 4);
-      }
-    }
   const int64_t code_bytes = kFive ? kQ5_Kx8CodeBytes : kQ4_Kx8CodeBytes;
   for (int j = 0; j < 8; ++j) {
     int sc, m;
@@ -63,16 +63,20 @@ void put_q45_k_lane(const uint8_t* blk, int lane, uint8_t* out) {
     out[kQ4_Kx8ScOffset + 8 * j + lane] = static_cast<uint8_t>(sc);
     out[kQ4_Kx8MinOffset + 8 * j + lane] = static_cast<uint8_t>(m);
     uint8_t* codes = out + kQ4_Kx8CodeOffset + code_bytes * j;
-    const uint8_t* c = q + 32 * j;
-    for (int s = 0; s < 4; ++s)  // as Q4_0x8: step s, byte k = values 4s + k (low) and 16 + 4s + k (high)
-      for (int k = 0; k < 4; ++k)
-        codes[32 * s + 4 * lane + k] = static_cast<uint8_t>((c[4 * s + k] & 0xF) | ((c[16 + 4 * s + k] & 0xF) << 4));
-    if (kFive)
-      for (int k = 0; k < 4; ++k) {  // fifth bits: bit s for step s's low-nibble value, bit 4 + s for its high
-        int t = 0;
-        for (int s = 0; s < 4; ++s) t |= ((c[4 * s + k] >> 4) << s) | ((c[16 + 4 * s + k] >> 4) << (4 + s));
-        codes[128 + 4 * lane + k] = static_cast<uint8_t>(t);
+    const uint8_t* q = qs + 32 * (j / 2);
+    const int shift = 4 * (j % 2);
+    uint32_t top = 0;
+    for (int s = 0; s < 4; ++s) {  // as Q4_0x8: step s, byte k = values 4s + k (low) and 16 + 4s + k (high)
+      const uint32_t a = (load4(q + 4 * s) >> shift) & kLowNibbles;
+      const uint32_t h = (load4(q + 16 + 4 * s) >> shift) & kLowNibbles;
+      store4(codes + 32 * s + 4 * lane, a | (h << 4));
+      if (kFive) {  // fifth bits: bit s of the byte for step s's low-nibble value, bit 4 + s for its high
+        const uint32_t fa = (load4(qh + 4 * s) >> j) & 0x01010101u;
+        const uint32_t fh = (load4(qh + 16 + 4 * s) >> j) & 0x01010101u;
+        top |= (fa << s) | (fh << (4 + s));
       }
+    }
+    if (kFive) store4(codes + 128 + 4 * lane, top);
   }
 }
 
@@ -90,30 +94,32 @@ void zero_q45_k_lane(int lane, uint8_t* out) {
   }
 }
 
-// Row `lane` of a kQ6_Kx8 super-block at `out` from one file super-block (BlockQ6_K).
+// Row `lane` of a kQ6_Kx8 super-block at `out` from one file super-block (BlockQ6_K), four code
+// bytes at a time. File: value v = 128 half + 32 t + l has its low 4 bits in ql[64 half + 32 (t % 2)
+// + l] (low nibble for t < 2, high for t >= 2) and its top 2 bits in bits 2t of qh[32 half + l].
 void put_q6_k_lane(const uint8_t* blk, int lane, uint8_t* out) {
-  BlockQ6_K b;
-  std::memcpy(&b, blk, sizeof(b));
-  std::memcpy(out + 2 * lane, &b.d, 2);
-  for (int j = 0; j < 16; ++j) out[kQ6_Kx8ScOffset + 8 * j + lane] = static_cast<uint8_t>(b.scales[j]);
-  uint8_t q[256];  // codes 0..63 in value order (file: halves of 128, quarters of 32 within)
-  for (int v = 0; v < 256; ++v) {
-    const int half = v / 128, t = (v % 128) / 32, l = v % 32;
-    const uint8_t lo = b.ql[64 * half + l + ((t & 1) ? 32 : 0)];
-    const int low4 = t < 2 ? (lo & 0xF) : (lo >> 4);
-    q[v] = static_cast<uint8_t>(low4 | (((b.qh[32 * half + l] >> (2 * t)) & 3) << 4));
-  }
-  for (int j = 0; j < 8; ++j) {
+  const uint8_t* ql = blk;
+  const uint8_t* qh = blk + 128;
+  const uint8_t* scales = blk + 192;
+  std::memcpy(out + 2 * lane, blk + 208, 2);
+  for (int j = 0; j < 16; ++j) out[kQ6_Kx8ScOffset + 8 * j + lane] = scales[j];
+  for (int j = 0; j < 8; ++j) {  // block j: values 32 j .. 32 j + 31, i.e. half j / 4, t = j % 4
+    const int half = j / 4, t = j % 4;
+    const uint8_t* lo = ql + 64 * half + 32 * (t % 2);
+    const uint8_t* hi = qh + 32 * half;
+    const int lshift = t < 2 ? 0 : 4;
     uint8_t* p = out + kQ6_Kx8BlockOffset + kQ6_Kx8BlockBytes * j;
-    const uint8_t* c = q + 32 * j;
-    for (int s = 0; s < 4; ++s)
-      for (int k = 0; k < 4; ++k) {
-        const int a = c[4 * s + k], h = c[16 + 4 * s + k];  // low / high nibble values of the step
-        p[32 * s + 4 * lane + k] = static_cast<uint8_t>((a & 0xF) | ((h & 0xF) << 4));
-        const int top = (a >> 4) | ((h >> 4) << 2);         // 4 bits: a's top 2, then h's
-        uint8_t& hb = p[128 + 32 * (s / 2) + 4 * lane + k];
-        hb = static_cast<uint8_t>(s % 2 == 0 ? (hb & 0x0F) | (top << 4) : (hb & 0xF0) | top);
-      }
+    for (int s = 0; s < 4; ++s) {
+      const uint32_t a = (load4(lo + 4 * s) >> lshift) & kLowNibbles;
+      const uint32_t h = (load4(lo + 16 + 4 * s) >> lshift) & kLowNibbles;
+      store4(p + 32 * s + 4 * lane, a | (h << 4));
+      const uint32_t ta = (load4(hi + 4 * s) >> (2 * t)) & 0x03030303u;
+      const uint32_t th = (load4(hi + 16 + 4 * s) >> (2 * t)) & 0x03030303u;
+      const uint32_t top = ta | (th << 2);  // per byte: a's top 2 bits, then h's
+      uint8_t* hb = p + 128 + 32 * (s / 2) + 4 * lane;
+      const uint32_t old = load4(hb);
+      store4(hb, s % 2 == 0 ? (old & kLowNibbles) | (top << 4) : (old & ~kLowNibbles) | top);
+    }
   }
 }
 
