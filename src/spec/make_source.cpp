@@ -29,7 +29,7 @@ Result<std::unique_ptr<DrafterSource>> make_drafter_source(const SpecOptions& op
   SPLASH_TRY_STATUS(options.validate());
   if (options.method == SpecMethod::kOff || options.block < 2) return std::unique_ptr<DrafterSource>();
   auto dflash = [&](const std::string& dir) -> Result<std::unique_ptr<DrafterSource>> {
-    auto src = make_dflash_source(dir, target_files, target, threads);
+    auto src = make_dflash_source(dir, target, threads);
     if (!src.ok()) return make_error("--spec dflash: ", dir, ": ", src.error_message());
     return std::move(*src);
   };

@@ -15,10 +15,6 @@ using cpu::TileKernel;
 
 namespace {
 
-bool is_quantized(WeightFormat f) {
-  return f != WeightFormat::kF32 && f != WeightFormat::kF16 && f != WeightFormat::kBF16 && f != WeightFormat::kF16x16 &&
-         f != WeightFormat::kBF16x16;
-}
 
 std::string label(std::string_view name) {
   return name.empty() ? std::string("weight matrix") : str_cat("tensor '", name, "'");
@@ -59,6 +55,11 @@ float load_scale(const void* base, int64_t idx, DType t) {
 }
 
 }  // namespace
+
+bool is_float_format(WeightFormat f) {
+  return f == WeightFormat::kF32 || f == WeightFormat::kF16 || f == WeightFormat::kBF16 || f == WeightFormat::kF16x16 ||
+         f == WeightFormat::kBF16x16;
+}
 
 const char* weight_format_name(WeightFormat f) {
   switch (f) {
@@ -296,7 +297,7 @@ void matmul(const PackedWeights& w, const float* x, float* y, int64_t n, ThreadP
   // (A named reference: lambdas run on pool workers must see this thread's buffer, not their own.)
   thread_local QuantizedActs scratch;
   QuantizedActs& qx = scratch;
-  if (is_quantized(w.format())) {
+  if (!is_float_format(w.format())) {
     qx.n = n;
     qx.cols = w.cols();
     auto grow = [](auto& v, int64_t size) {

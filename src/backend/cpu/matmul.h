@@ -56,6 +56,8 @@ enum class WeightFormat : uint8_t {
   kQ6_Kx8,
 };
 const char* weight_format_name(WeightFormat f);
+// F32 / F16 / BF16 in any layout (the kernels take f32 activations, no quantization).
+bool is_float_format(WeightFormat f);
 
 // An MLX affine-quantized matrix as it sits in a safetensors file: three tensors.
 // value[r][c] = scale[r][c / group_size] * code[r][c] + bias[r][c / group_size].

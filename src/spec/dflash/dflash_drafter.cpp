@@ -94,14 +94,15 @@ class DFlashSource final : public DrafterSource {
   DFlashSource(std::shared_ptr<const DFlashModel> model, const PackedWeights& embed, const PackedWeights& head,
                ThreadPool& pool)
       : model_(std::move(model)), embed_(&embed), head_(&head), pool_(&pool) {}
-  // Owned target tensors (head empty = tied to embed) and an own pool of `threads`.
-  DFlashSource(std::shared_ptr<const DFlashModel> model, PackedWeights embed, PackedWeights head, int threads)
+  // The target's tensors (borrowed: the target outlives its drafters), an owned drafting head when
+  // `own_head` is not empty (a Q8_0 copy of a float head), and an own pool of `threads`.
+  DFlashSource(std::shared_ptr<const DFlashModel> model, const PackedWeights& embed, const PackedWeights& head,
+               PackedWeights own_head, int threads)
       : model_(std::move(model)),
-        own_embed_(std::move(embed)),
-        own_head_(std::move(head)),
+        own_head_(std::move(own_head)),
         own_pool_(std::make_unique<ThreadPool>(threads)) {
-    embed_ = &own_embed_;
-    head_ = own_head_.rows() > 0 ? &own_head_ : &own_embed_;
+    embed_ = &embed;
+    head_ = own_head_.rows() > 0 ? &own_head_ : &head;
     pool_ = own_pool_.get();
   }
 
@@ -111,14 +112,13 @@ class DFlashSource final : public DrafterSource {
   }
   uint64_t memory_bytes() const override {
     uint64_t own = 0;
-    if (own_embed_.owns_data()) own += static_cast<uint64_t>(own_embed_.packed_bytes());
     if (own_head_.owns_data()) own += static_cast<uint64_t>(own_head_.packed_bytes());
     return model_->weight_bytes() + own;
   }
 
  private:
   std::shared_ptr<const DFlashModel> model_;
-  PackedWeights own_embed_, own_head_;
+  PackedWeights own_head_;
   std::unique_ptr<ThreadPool> own_pool_;
   const PackedWeights* embed_ = nullptr;
   const PackedWeights* head_ = nullptr;
@@ -129,9 +129,7 @@ class DFlashSource final : public DrafterSource {
 // proposal that flips its argmax only costs acceptance (verification is exact). Quantized heads
 // and widths that are not a multiple of 32 are kept as they are (empty result).
 Result<PackedWeights> quantize_head_q8(const PackedWeights& h, IsaLevel isa) {
-  const bool is_float = h.format() == WeightFormat::kF32 || h.format() == WeightFormat::kF16 ||
-                        h.format() == WeightFormat::kBF16;
-  if (!is_float || h.cols() % 32 != 0) return PackedWeights{};
+  if (!is_float_format(h.format()) || h.cols() % 32 != 0) return PackedWeights{};
   const int64_t row_bytes = h.cols() / 32 * 34;
   std::vector<uint8_t> q(static_cast<size_t>(h.rows() * row_bytes));
   std::vector<float> row(static_cast<size_t>(h.cols()));
@@ -149,8 +147,7 @@ Result<PackedWeights> quantize_head_q8(const PackedWeights& h, IsaLevel isa) {
 
 }  // namespace
 
-Result<std::unique_ptr<DrafterSource>> make_dflash_source(const std::string& dir, const ModelFiles& target_files,
-                                                          const Model& target, int threads,
+Result<std::unique_ptr<DrafterSource>> make_dflash_source(const std::string& dir, const Model& target, int threads,
                                                           const DFlashSourceOptions& options) {
   DFlashLoadOptions lo;
   lo.isa = options.isa;
@@ -159,21 +156,17 @@ Result<std::unique_ptr<DrafterSource>> make_dflash_source(const std::string& dir
   SPLASH_TRY(DFlashModel model, DFlashModel::load(dir, lo));
   const ModelConfig& tc = target.config();
   SPLASH_TRY_STATUS(check_dflash_target(model.config(), tc, dir + "/config.json"));
-  // The target's token table and output head, as views of its files (zero-copy for float types).
-  WeightLoader loader(target_files, options.isa, /*fuse=*/false);
-  SPLASH_TRY(PackedWeights embed, loader.matrix("model.embed_tokens.weight", tc.n_vocab, tc.n_embd));
+  // The target's token table and output head as the target holds them: loading them again from its
+  // files made a second copy of every repacked table (151,936 x 1,024 BF16: 311 MB).
+  const ModelWeights& tw = target.weights();
   PackedWeights head;
-  if (!tc.tie_embeddings) {
-    SPLASH_TRY(head, loader.matrix("lm_head.weight", tc.n_vocab, tc.n_embd));
-  }
   if (options.quantize_head) {
-    const PackedWeights& h = head.rows() > 0 ? head : embed;
-    SPLASH_TRY(PackedWeights q8, quantize_head_q8(h, options.isa));
-    if (q8.rows() > 0) head = std::move(q8);
+    SPLASH_TRY(PackedWeights q8, quantize_head_q8(tw.output_matrix(), options.isa));
+    head = std::move(q8);
   }
   auto shared = std::make_shared<const DFlashModel>(std::move(model));
-  return std::unique_ptr<DrafterSource>(
-      std::make_unique<DFlashSource>(std::move(shared), std::move(embed), std::move(head), threads));
+  return std::unique_ptr<DrafterSource>(std::make_unique<DFlashSource>(std::move(shared), tw.embed,
+                                                                       tw.output_matrix(), std::move(head), threads));
 }
 
 std::unique_ptr<DrafterSource> make_dflash_source(std::shared_ptr<const DFlashModel> model, const PackedWeights& embed,

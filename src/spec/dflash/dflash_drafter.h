@@ -23,7 +23,6 @@
 namespace splash {
 
 class Model;
-class ModelFiles;
 
 struct DFlashSourceOptions {
   IsaLevel isa = IsaLevel::kAvx512;
@@ -35,11 +34,10 @@ struct DFlashSourceOptions {
 
 // Loads the checkpoint in `dir` and checks it against the target (check_dflash_target); the RoPE
 // range covers the target's context plus one block.
-// `target_files` are the files `target` was loaded from: the token table and output head are read
-// from them (views of the mapping for float and K-quant types; Q4_0/Q8_0 are repacked, a copy).
-// The source runs the drafter on its own pool of `threads` (engine thread only, like the target's).
-Result<std::unique_ptr<DrafterSource>> make_dflash_source(const std::string& dir, const ModelFiles& target_files,
-                                                          const Model& target, int threads,
+// The token table and output head are the target's own (target.weights(); `target` must outlive the
+// source), plus a Q8_0 copy of a float head when options.quantize_head. The source runs the drafter
+// on its own pool of `threads` (engine thread only, like the target's).
+Result<std::unique_ptr<DrafterSource>> make_dflash_source(const std::string& dir, const Model& target, int threads,
                                                           const DFlashSourceOptions& options = {});
 
 // The same over an already loaded model and explicit target tensors (tests, tools): embed and head

@@ -404,6 +404,7 @@ TEST(MatmulX16Float, MatchesTheRowLayoutKernel) {
         ASSERT_TRUE(rowwise.ok() && x16.ok());
         ASSERT_FALSE(rowwise->is_x8());
         ASSERT_EQ(x16->format(), t == DType::kF16 ? WeightFormat::kF16x16 : WeightFormat::kBF16x16);
+        EXPECT_TRUE(is_float_format(x16->format()));  // drafters decide on a Q8_0 copy of a float head by it
         ASSERT_TRUE(x16->owns_data());
         EXPECT_EQ(x16->packed_bytes(), (rows + 15) / 16 * 16 * cols * 2);
         std::vector<float> a(static_cast<size_t>(cols)), b(static_cast<size_t>(cols));

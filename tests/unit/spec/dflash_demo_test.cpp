@@ -41,7 +41,7 @@ TEST(DFlashDemo, GreedySpeculativeEqualsPlainOnStories15M) {
   ThreadPool pool(2);
   auto kv = KvPagePool::create(model->kv_cache_config(KvFormat::kF32, 32));
   ASSERT_TRUE(kv.ok());
-  auto source = make_dflash_source(drafter_dir, *files, *model, 1);
+  auto source = make_dflash_source(drafter_dir, *model, 1);
   ASSERT_TRUE(source.ok()) << source.error_message();
   auto drafter = (*source)->make();
   const std::vector<int> taps = drafter->hidden_layers();
