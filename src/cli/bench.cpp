@@ -1,7 +1,9 @@
 // `splash bench --model PATH -p 512,2048 -n 128 -r 5`: llama-bench-style throughput. "ppN" prefills N
 // fixed pseudo-random tokens into an empty cache in one forward call; "tgN" decodes N tokens one
-// forward call each after a one-token prompt. Each test runs r times after one untimed warm-up; the
-// table shows the median tok/s and the min-max spread. A benchmark, not a test: nothing is asserted.
+// forward call each after a one-token prompt. -d D (llama-bench's depth) puts D tokens in the cache
+// first, untimed ("tg128 @ d4096": decode speed at a long context). Each test runs r times after one
+// untimed warm-up; the table shows the median tok/s and the min-max spread. A benchmark, not a test:
+// nothing is asserted.
 //
 // Memory: the model's weight bytes, the KV pool's bytes, resident memory after load (VmRSS, split
 // into file-backed pages, i.e. the mapped weights touched so far, and anonymous memory: copies made
@@ -36,6 +38,7 @@ struct BenchArgs {
   std::string tokenizer;
   std::vector<int64_t> pp{512};
   int64_t tg = 128;
+  int64_t depth = 0;  // -d: tokens in the cache before each test (prefilled untimed)
   int reps = 5;
   int threads = 0;
   std::string kv_format = "int8";
@@ -89,10 +92,25 @@ std::vector<int32_t> bench_tokens(int64_t n, int32_t n_vocab) {
   return t;
 }
 
-// One timed run: seconds; the sequence is released before returning.
-Result<double> time_prefill(const Model& m, KvPagePool& kv, ThreadPool& th, std::span<const int32_t> toks,
-                            const ForwardOptions& fo) {
+// Fills `seq` with the depth tokens (untimed, unprofiled); a no-op for none.
+Status fill_depth(const Model& m, KvPagePool& kv, ThreadPool& th, SequenceState& seq, std::span<const int32_t> ctx,
+                  ForwardOptions fo) {
+  if (ctx.empty()) return Status{};
+  fo.profile = nullptr;
+  SequenceRun run{&seq, ctx, LogitRows::kLast};
+  auto out = m.forward({&run, 1}, kv, th, fo);
+  if (!out.ok()) return out.error();
+  return Status{};
+}
+
+// One timed run after the `ctx` tokens: seconds; the sequence is released before returning.
+Result<double> time_prefill(const Model& m, KvPagePool& kv, ThreadPool& th, std::span<const int32_t> ctx,
+                            std::span<const int32_t> toks, const ForwardOptions& fo) {
   SequenceState seq;
+  if (Status st = fill_depth(m, kv, th, seq, ctx, fo); !st.ok()) {
+    release_sequence(kv, seq);
+    return st.error();
+  }
   SequenceRun run{&seq, toks, LogitRows::kLast};
   const auto t0 = Clock::now();
   auto out = m.forward({&run, 1}, kv, th, fo);
@@ -102,9 +120,13 @@ Result<double> time_prefill(const Model& m, KvPagePool& kv, ThreadPool& th, std:
   return s;
 }
 
-Result<double> time_decode(const Model& m, KvPagePool& kv, ThreadPool& th, std::span<const int32_t> toks,
-                           const ForwardOptions& fo) {
+Result<double> time_decode(const Model& m, KvPagePool& kv, ThreadPool& th, std::span<const int32_t> ctx,
+                           std::span<const int32_t> toks, const ForwardOptions& fo) {
   SequenceState seq;
+  if (Status st = fill_depth(m, kv, th, seq, ctx, fo); !st.ok()) {
+    release_sequence(kv, seq);
+    return st.error();
+  }
   SequenceRun first{&seq, toks.subspan(0, 1), LogitRows::kLast};
   auto out = m.forward({&first, 1}, kv, th, fo);
   if (!out.ok()) {
@@ -142,6 +164,7 @@ int run_bench(BenchArgs a) {
   if (const char* e = std::getenv("SPLASH_PROFILE"); e != nullptr && *e != '\0' && std::string(e) != "0") a.profile = true;
   if (a.reps < 1) return usage_error(str_cat("-r ", a.reps, " must be >= 1"));
   if (a.tg < 0) return usage_error(str_cat("-n ", a.tg, " is negative"));
+  if (a.depth < 0) return usage_error(str_cat("-d ", a.depth, " is negative"));
   if (a.threads < 0) return usage_error(str_cat("--threads ", a.threads, " is negative"));
   for (int64_t p : a.pp)
     if (p < 0) return usage_error(str_cat("-p ", p, " is negative"));
@@ -168,11 +191,12 @@ int run_bench(BenchArgs a) {
     n_bytes += t.n_bytes();
     n_params += t.n_elems();
   }
-  int64_t longest = a.tg;
+  int64_t longest = a.tg + 1;  // tgN: a one-token prompt, then N steps
   for (int64_t p : a.pp) longest = std::max(longest, p);
-  if (longest > m.max_context())
-    return usage_error(str_cat("a test needs ", longest, " positions; the model's context limit is ", m.max_context()));
-  auto kv = KvPagePool::create(m.kv_cache_config(format, longest / kKvPageTokens + 2));
+  if (a.depth + longest > m.max_context())
+    return usage_error(str_cat("a test needs ", a.depth + longest, " positions (", a.depth, " of depth); the model's ",
+                               "context limit is ", m.max_context()));
+  auto kv = KvPagePool::create(m.kv_cache_config(format, (a.depth + longest) / kKvPageTokens + 2));
   if (!kv.ok()) return std::fprintf(stderr, "error: %s\n", kv.error_message().c_str()), 1;
   const MemoryStatus mem_load = read_memory_status();
   const ModelMemory mm = m.memory();
@@ -182,13 +206,16 @@ int run_bench(BenchArgs a) {
   ThreadPool threads(a.threads);
   ForwardOptions fo;
   fo.chunk_tokens = a.chunk;
-  const std::vector<int32_t> toks = bench_tokens(std::max<int64_t>(longest, 1), static_cast<int32_t>(m.config().n_vocab));
+  // The depth tokens come first, then each test's own.
+  const std::vector<int32_t> all = bench_tokens(a.depth + longest, static_cast<int32_t>(m.config().n_vocab));
+  const std::span<const int32_t> ctx(all.data(), static_cast<size_t>(a.depth));
+  const std::vector<int32_t> toks(all.begin() + a.depth, all.end());
 
   std::vector<BenchResult> results;
   auto run_test = [&](bool decode, int64_t n) -> Status {
     if (n == 0) return Status{};
     BenchResult r;
-    r.test = str_cat(decode ? "tg" : "pp", n);
+    r.test = str_cat(decode ? "tg" : "pp", n, a.depth > 0 ? str_cat(" @ d", a.depth) : std::string());
     r.n_tokens = n;
     // time_decode times every token after the first (the one-token prompt): N + 1 tokens time N steps.
     std::vector<int32_t> t(toks.begin(), toks.begin() + std::min<int64_t>(n, static_cast<int64_t>(toks.size())));
@@ -196,7 +223,8 @@ int run_bench(BenchArgs a) {
     ForwardOptions run_fo = fo;
     for (int i = 0; i <= a.reps; ++i) {  // i == 0: untimed warm-up
       run_fo.profile = a.profile && i > 0 ? &r.profile : nullptr;
-      SPLASH_TRY(double s, decode ? time_decode(m, *kv, threads, t, run_fo) : time_prefill(m, *kv, threads, t, run_fo));
+      SPLASH_TRY(double s, decode ? time_decode(m, *kv, threads, ctx, t, run_fo)
+                                  : time_prefill(m, *kv, threads, ctx, t, run_fo));
       if (i > 0) r.tok_s.push_back(s > 0 ? n / s : 0);
     }
     std::vector<double> v = r.tok_s;
@@ -233,10 +261,13 @@ int run_bench(BenchArgs a) {
                           {"forwards", p.forwards}};
   };
   // Decode's memory traffic: the weights a step reads plus the KV of the positions it attends to
-  // (positions 1..N for tgN, so (N + 1) / 2 on average), at the median rate.
+  // (depth + positions 1..N for tgN, so depth + (N + 1) / 2 on average), at the median rate.
   const double kv_per_token = static_cast<double>(kv->page_bytes()) / kKvPageTokens;
+  auto mean_context = [&](const BenchResult& r) {
+    return static_cast<double>(a.depth) + static_cast<double>(r.n_tokens + 1) / 2.0;
+  };
   auto decode_bytes = [&](const BenchResult& r) {
-    return static_cast<double>(mm.decode_read) + kv_per_token * static_cast<double>(r.n_tokens + 1) / 2.0;
+    return static_cast<double>(mm.decode_read) + kv_per_token * mean_context(r);
   };
   auto is_decode = [](const BenchResult& r) { return r.test.rfind("tg", 0) == 0; };
   if (a.json) {
@@ -251,6 +282,7 @@ int run_bench(BenchArgs a) {
                      {"kv_format", kv_format_name(format)},
                      {"test", r.test},
                      {"n_tokens", r.n_tokens},
+                     {"n_depth", a.depth},
                      {"reps", a.reps},
                      {"tok_s_median", r.median},
                      {"tok_s_min", r.min},
@@ -276,16 +308,18 @@ int run_bench(BenchArgs a) {
     std::printf("%s\n", out.dump(2).c_str());
     return 0;
   }
-  std::printf("| %-32s | %10s | %9s | %7s | %4s | %8s | %26s |\n", "model", "size", "params", "threads", "kv",
+  int test_w = 8;  // "tg128 @ d4096" needs more
+  for (const auto& r : results) test_w = std::max(test_w, static_cast<int>(r.test.size()));
+  std::printf("| %-32s | %10s | %9s | %7s | %4s | %*s | %26s |\n", "model", "size", "params", "threads", "kv", test_w,
               "test", "t/s (median, min-max)");
   std::printf("| %s | %s | %s | %s | %s | %s | %s |\n", std::string(32, '-').c_str(), std::string(10, '-').c_str(),
               std::string(9, '-').c_str(), std::string(7, '-').c_str(), std::string(4, '-').c_str(),
-              std::string(8, '-').c_str(), std::string(26, '-').c_str());
+              std::string(static_cast<size_t>(test_w), '-').c_str(), std::string(26, '-').c_str());
   for (const auto& r : results) {
     char ts[64];
     std::snprintf(ts, sizeof ts, "%.2f (%.2f-%.2f)", r.median, r.min, r.max);
-    std::printf("| %-32s | %10s | %9s | %7d | %4s | %8s | %26s |\n", model_name.c_str(), format_bytes(n_bytes).c_str(),
-                format_params(n_params).c_str(), threads.size(), kv_format_name(format), r.test.c_str(), ts);
+    std::printf("| %-32s | %10s | %9s | %7d | %4s | %*s | %26s |\n", model_name.c_str(), format_bytes(n_bytes).c_str(),
+                format_params(n_params).c_str(), threads.size(), kv_format_name(format), test_w, r.test.c_str(), ts);
   }
   std::printf("\nmemory: weights %s, KV pool %s (%lld pages); resident after load %s (mapped file %s, anonymous %s), "
               "peak %s\n",
@@ -305,7 +339,7 @@ int run_bench(BenchArgs a) {
                 r.test.c_str(), format_bytes(static_cast<uint64_t>(decode_bytes(r))).c_str(),
                 format_bytes(mm.decode_read).c_str(),
                 format_bytes(static_cast<uint64_t>(decode_bytes(r)) - mm.decode_read).c_str(),
-                static_cast<double>(r.n_tokens + 1) / 2.0, decode_bytes(r) * r.median * 1e-9, r.median);
+                mean_context(r), decode_bytes(r) * r.median * 1e-9, r.median);
   }
   if (a.profile) {
     for (const auto& r : results)
@@ -326,6 +360,10 @@ Runner register_bench(CLI::App& app) {
       ->delimiter(',')
       ->capture_default_str();
   app.add_option("-n,--n-gen", a->tg, "Tokens for the tgN test (0 = none)")->capture_default_str();
+  app.add_option("-d,--depth", a->depth,
+                 "Tokens already in the cache before each test, prefilled untimed (llama-bench's depth: "
+                 "\"tg128 @ d4096\" is decode at a 4k context)")
+      ->capture_default_str();
   app.add_option("-r,--repetitions", a->reps, "Timed runs per test")->capture_default_str();
   app.add_option("-t,--threads", a->threads, "Threads (0 = physical cores)")->capture_default_str();
   app.add_option("--kv-format", a->kv_format, "KV cache format: int8, bf16 or f32")->capture_default_str();
