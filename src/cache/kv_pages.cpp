@@ -1,12 +1,13 @@
 #include "cache/kv_pages.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <new>
 
 namespace splash {
 
-void KvPagePool::FreeDeleter::operator()(uint8_t* p) const { std::free(p); }
 
 int64_t KvPagePool::page_bytes(const KvCacheConfig& c) {
   return KvPageGeometry{c.format, c.n_layer, c.n_kv_head, c.head_dim}.page_bytes();
@@ -26,13 +27,15 @@ Result<KvPagePool> KvPagePool::create(const KvCacheConfig& c) {
   const int64_t pb = pool.geo_.page_bytes();
   if (pb > std::numeric_limits<int64_t>::max() / c.n_pages) return make_error("kv cache: size overflows");
   const int64_t total = pb * c.n_pages;
-  // aligned_alloc: pages start on 64-byte lines (page_bytes is a multiple of 64). Untouched pages
-  // stay virtual until first written.
-  auto* mem = static_cast<uint8_t*>(std::aligned_alloc(64, static_cast<size_t>(total)));
-  if (mem == nullptr) {
+  // Pages start on 64-byte lines (page_bytes is a multiple of 64). Untouched memory stays virtual
+  // until first written (on huge pages, 2 MiB at a time; pages fill the pool from the start). At least
+  // 8 MiB, so the pool always gets a mapping of its own, unmapped with it, instead of a place in a
+  // chunk shared with weights (whose touched pages would stay until the whole chunk goes).
+  try {
+    pool.memory_ = ArenaBuffer::allocate(std::max<size_t>(static_cast<size_t>(total), size_t{8} << 20));
+  } catch (const std::bad_alloc&) {
     return make_error("kv cache: cannot allocate ", c.n_pages, " pages of ", pb, " bytes (", total, " bytes)");
   }
-  pool.memory_.reset(mem);
   pool.refcount_.assign(static_cast<size_t>(c.n_pages), 0);
   pool.free_.reserve(static_cast<size_t>(c.n_pages));
   // Lowest ids on top of the stack: pages fill the pool from the start.
@@ -145,7 +148,7 @@ void KvPagePool::copy_page(int32_t dst, int32_t src) {
 
 const uint8_t* KvPagePool::page_data(int32_t page) const {
   SPLASH_CHECK(page >= 0 && page < config_.n_pages);
-  return memory_.get() + page * geo_.page_bytes();
+  return memory_.data() + page * geo_.page_bytes();
 }
 
 uint8_t* KvPagePool::page_data_mut(int32_t page) {
@@ -159,7 +162,7 @@ PagedKvView KvPagePool::view(const KvPageTable& table, int il) const {
   v.geo = geo_;
   v.layer = il;
   v.n_tokens = table.n_tokens;
-  v.pool = memory_.get();
+  v.pool = memory_.data();
   v.pages = table.pages.data();
   return v;
 }

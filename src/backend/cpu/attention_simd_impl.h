@@ -77,7 +77,13 @@ void scores(const float* q, int n_rows, const T* k, int n_keys, int hd, float* s
   int r = 0;
   for (; r + Simd::kScoreRows <= n_rows; r += Simd::kScoreRows)
     scores_rows<Simd::kScoreRows>(q + int64_t{r} * hd, k, n4, hd, s + r * kTile);
-  for (; r < n_rows; ++r) scores_rows<1>(q + int64_t{r} * hd, k, n4, hd, s + r * kTile);
+  // The rest in one pass (GQA groups of 2 or 3 rows: decode converts each int8 key once, not per row).
+  switch (n_rows - r) {
+    case 3: scores_rows<3>(q + int64_t{r} * hd, k, n4, hd, s + r * kTile); break;
+    case 2: scores_rows<2>(q + int64_t{r} * hd, k, n4, hd, s + r * kTile); break;
+    case 1: scores_rows<1>(q + int64_t{r} * hd, k, n4, hd, s + r * kTile); break;
+    default: break;
+  }
 }
 
 // --- online softmax step, a row of 32 scores at a time in kTileVecs vectors ------------------------
