@@ -2,7 +2,7 @@
 // peer_bench.mjs) on the same GGUF files, run alternately A B B A so slow drifts of a shared machine
 // hit both equally. Prints one table per run: medians of every sample, ratio, the load average seen
 // around the runs, and which llama.cpp build and CPU variant the peer used. A benchmark, not a test.
-//   node compare.mjs --splash build/splash [--pp 512,2048] [--tg 128] [--reps 3] [--threads 2]
+//   node compare.mjs --splash build/splash [--pp 512,2048] [--tg 128] [--reps 3] [--threads 2] [--depth D]
 //                    [--rounds 1] [--json out.json] MODEL.gguf...
 import {execFileSync} from "node:child_process";
 import {readFileSync, writeFileSync} from "node:fs";
@@ -12,7 +12,7 @@ import {fileURLToPath} from "node:url";
 const here = dirname(fileURLToPath(import.meta.url));
 
 function parseArgs(argv) {
-  const a = {splash: "build/splash", pp: "512,2048", tg: 128, reps: 3, threads: 2, rounds: 1, json: "", models: []};
+  const a = {splash: "build/splash", pp: "512,2048", tg: 128, reps: 3, threads: 2, rounds: 1, depth: 0, json: "", models: []};
   for (let i = 0; i < argv.length; i++) {
     const k = argv[i];
     if (!k.startsWith("--")) { a.models.push(k); continue; }
@@ -20,9 +20,9 @@ function parseArgs(argv) {
     if (v === undefined) throw new Error(`${k} needs a value`);
     const key = k.slice(2);
     if (!(key in a)) throw new Error(`unknown option ${k}`);
-    a[key] = ["tg", "reps", "threads", "rounds"].includes(key) ? Number(v) : v;
+    a[key] = ["tg", "reps", "threads", "rounds", "depth"].includes(key) ? Number(v) : v;
   }
-  if (a.models.length === 0) throw new Error("usage: compare.mjs [--splash PATH] [--pp 512,2048] [--tg 128] [--reps 3] [--threads 2] [--rounds 1] MODEL.gguf...");
+  if (a.models.length === 0) throw new Error("usage: compare.mjs [--splash PATH] [--pp 512,2048] [--tg 128] [--reps 3] [--threads 2] [--rounds 1] [--depth D] MODEL.gguf...");
   return a;
 }
 
@@ -34,7 +34,7 @@ const median = (xs) => {
 
 function runSplash(a, model) {
   const out = execFileSync(a.splash, ["bench", "-m", model, "-p", a.pp, "-n", String(a.tg), "-r", String(a.reps),
-    "-t", String(a.threads), "--json"], {encoding: "utf8", stdio: ["ignore", "pipe", "inherit"], maxBuffer: 1 << 24});
+    "-t", String(a.threads), "-d", String(a.depth), "--json"], {encoding: "utf8", stdio: ["ignore", "pipe", "inherit"], maxBuffer: 1 << 24});
   const rows = JSON.parse(out);
   const tests = {};
   for (const r of rows) tests[r.test] = r.tok_s;
@@ -44,7 +44,7 @@ function runSplash(a, model) {
 
 function runPeer(a, model) {
   const out = execFileSync(process.execPath, [join(here, "peer_bench.mjs"), model, "--pp", a.pp, "--tg", String(a.tg),
-    "--reps", String(a.reps), "--threads", String(a.threads)],
+    "--reps", String(a.reps), "--threads", String(a.threads), "--depth", String(a.depth)],
     {encoding: "utf8", stdio: ["ignore", "pipe", "inherit"], maxBuffer: 1 << 24});
   return JSON.parse(out.trim().split("\n").pop());
 }

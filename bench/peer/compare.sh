@@ -1,6 +1,6 @@
 #!/bin/sh
 # Side-by-side benchmark against llama.cpp (see compare.mjs and docs/PERFORMANCE.md):
-#   bench/peer/compare.sh [--splash build/splash] [--reps 3] [--rounds 1] MODEL.gguf...
+#   bench/peer/compare.sh [--splash build/splash] [--reps 3] [--rounds 1] [--depth D] MODEL.gguf...
 # Installs node-llama-cpp (pinned by package-lock.json) into bench/peer/node_modules on first use,
 # with NODE_LLAMA_CPP_SKIP_DOWNLOAD=true: its prebuilt CPU binaries are used, nothing is compiled or
 # downloaded from GitHub. Never run by CI or scripts/setup.

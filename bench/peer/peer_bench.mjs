@@ -1,16 +1,18 @@
 // The llama.cpp side of compare.mjs: times prefill and decode on one GGUF file with node-llama-cpp's
 // prebuilt CPU binaries (no GPU, no local build), the way `splash bench` times them, and prints one
 // JSON object: {"tests": {"pp512": [tok/s per rep], ...}, "variant": ..., "release": ..., ...}.
-//   node peer_bench.mjs MODEL --pp 512,2048 --tg 128 --reps 3 --threads 2
+//   node peer_bench.mjs MODEL --pp 512,2048 --tg 128 --reps 3 --threads 2 [--depth D]
+// --depth D: D tokens evaluated untimed before each test ("tg128 @ d4096"), as splash bench -d.
 import {readFileSync} from "node:fs";
 import {getLlama} from "node-llama-cpp";
 
 function parseArgs(argv) {
-  const a = {model: argv[0], pp: [512], tg: 128, reps: 3, threads: 2};
+  const a = {model: argv[0], pp: [512], tg: 128, reps: 3, threads: 2, depth: 0};
   for (let i = 1; i < argv.length; i += 2) {
     const [k, v] = [argv[i], argv[i + 1]];
     if (k === "--pp") a.pp = v.split(",").filter(Boolean).map(Number);
     else if (k === "--tg") a.tg = Number(v);
+    else if (k === "--depth") a.depth = Number(v);
     else if (k === "--reps") a.reps = Number(v);
     else if (k === "--threads") a.threads = Number(v);
     else throw new Error(`unknown option ${k}`);
@@ -41,7 +43,7 @@ function loadedCpuVariant() {
 const args = parseArgs(process.argv.slice(2));
 const llama = await getLlama({gpu: false, build: "never", logLevel: "error"});
 const model = await llama.loadModel({modelPath: args.model, gpuLayers: 0});
-const longest = Math.max(args.tg + 1, ...args.pp);
+const longest = args.depth + Math.max(args.tg + 1, ...args.pp);
 const ctx = await model.createContext({
   contextSize: Math.max(512, Math.ceil((longest + 64) / 256) * 256),
   batchSize: 512,  // llama-bench's default ubatch
@@ -52,32 +54,40 @@ const seq = ctx.getSequence();
 const nVocab = model.tokens?.vocabularySize ?? model.fileInsights?.metadata?.tokenizer?.ggml?.tokens?.length ?? 32000;
 const toks = benchTokens(longest + 1, Math.min(nVocab, 32000));
 
-async function prefill(n) {
+// The depth tokens first (untimed), then the test's own.
+const d = args.depth;
+async function fillDepth() {
   await seq.clearHistory();
+  if (d > 0) await seq.evaluateWithoutGeneratingNewTokens(toks.slice(0, d));
+}
+
+async function prefill(n) {
+  await fillDepth();
   const t0 = performance.now();
-  await seq.evaluateWithoutGeneratingNewTokens(toks.slice(0, n));
+  await seq.evaluateWithoutGeneratingNewTokens(toks.slice(d, d + n));
   return n / ((performance.now() - t0) / 1000);
 }
 
 async function decode(n) {
-  await seq.clearHistory();
-  await seq.evaluateWithoutGeneratingNewTokens([toks[0]]);
+  await fillDepth();
+  await seq.evaluateWithoutGeneratingNewTokens([toks[d]]);
   const t0 = performance.now();
-  for (let i = 1; i <= n; i++) await seq.evaluateWithoutGeneratingNewTokens([toks[i]]);
+  for (let i = 1; i <= n; i++) await seq.evaluateWithoutGeneratingNewTokens([toks[d + i]]);
   return n / ((performance.now() - t0) / 1000);
 }
+const at = d > 0 ? ` @ d${d}` : "";
 
 const tests = {};
 for (const n of args.pp) {
   if (n <= 0) continue;
   await prefill(n);  // untimed warm-up
-  tests[`pp${n}`] = [];
-  for (let r = 0; r < args.reps; r++) tests[`pp${n}`].push(await prefill(n));
+  tests[`pp${n}${at}`] = [];
+  for (let r = 0; r < args.reps; r++) tests[`pp${n}${at}`].push(await prefill(n));
 }
 if (args.tg > 0) {
   await decode(Math.min(args.tg, 16));
-  tests[`tg${args.tg}`] = [];
-  for (let r = 0; r < args.reps; r++) tests[`tg${args.tg}`].push(await decode(args.tg));
+  tests[`tg${args.tg}${at}`] = [];
+  for (let r = 0; r < args.reps; r++) tests[`tg${args.tg}${at}`].push(await decode(args.tg));
 }
 console.log(JSON.stringify({
   tests,
