@@ -15,28 +15,14 @@
 #include "testmodel/test_model.h"
 #include "testmodel/test_model_args.h"
 
+#include "testmodel_test_util.h"
+
 namespace splash {
 namespace {
 
 namespace fs = std::filesystem;
 
-class MixDir {
- public:
-  MixDir() {
-    path_ = fs::temp_directory_path() / ("splash_gguf_mix_" + std::to_string(::getpid()) + "_" +
-                                         std::to_string(counter_++));
-    fs::create_directories(path_);
-  }
-  ~MixDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  static inline int counter_ = 0;
-  fs::path path_;
-};
+using test::TempDir;
 
 // A qwen3 model whose rows fit the K-quants (dim 256, ffn 512, 4 heads x 128) with n_layer layers.
 TestModelSpec mix_spec(GgufMix mix, uint32_t n_layer, bool tied) {
@@ -77,7 +63,7 @@ void expect_mix_types(const std::string& path, DType base, bool tied, const std:
 }
 
 TEST(TestModelGgufMix, Q4KMTiedEmbeddingsSixteenLayers) {
-  MixDir d;
+  TempDir d;
   const TestModelSpec s = mix_spec(GgufMix::kQ4_K_M, 16, /*tied=*/true);
   Status st = write_test_model(s, d.file("q4km.gguf"));
   ASSERT_TRUE(st.ok()) << st.error_message();
@@ -85,7 +71,7 @@ TEST(TestModelGgufMix, Q4KMTiedEmbeddingsSixteenLayers) {
 }
 
 TEST(TestModelGgufMix, Q5KMUntiedKeepsEmbeddingsInBaseType) {
-  MixDir d;
+  TempDir d;
   const TestModelSpec s = mix_spec(GgufMix::kQ5_K_M, 16, /*tied=*/false);
   Status st = write_test_model(s, d.file("q5km.gguf"));
   ASSERT_TRUE(st.ok()) << st.error_message();
@@ -94,7 +80,7 @@ TEST(TestModelGgufMix, Q5KMUntiedKeepsEmbeddingsInBaseType) {
 
 TEST(TestModelGgufMix, PureTypeUnchanged) {
   // The single-type path: every matrix (embeddings too) in gguf_type, file type Q4_K_S as before.
-  MixDir d;
+  TempDir d;
   TestModelSpec s = mix_spec(GgufMix::kPure, 16, /*tied=*/true);
   ASSERT_TRUE(write_test_model(s, d.file("q4k.gguf")).ok());
   auto f = gguf::GgufFile::open(d.file("q4k.gguf"));
@@ -129,7 +115,7 @@ TEST(TestModelGgufMix, QwenSixHundredMillionShapeLayers) {
 TEST(TestModelGgufMix, EightExpertRules) {
   // llama.cpp's 8-expert rules: attn_v and attn_k Q8_0, attn_output Q5_K (Q4_K_M); ffn_down by the
   // block number of its name (experts and the dense layer 1 alike): use_more_bits(i, 3) = {2}.
-  MixDir d;
+  TempDir d;
   TestModelSpec s = *test_model_preset("tiny-qwen3-moe");  // 3 layers, layer 1 dense, 8 experts
   s.n_embd = 256;
   s.n_ff = 512;

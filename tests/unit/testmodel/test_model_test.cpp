@@ -18,28 +18,14 @@
 #include "testmodel/tokenizer_gen.h"
 #include "testmodel/weights.h"
 
+#include "testmodel_test_util.h"
+
 namespace splash {
 namespace {
 
 namespace fs = std::filesystem;
 
-class TempDir {
- public:
-  TempDir() {
-    path_ = fs::temp_directory_path() / ("splash_testmodel_" + std::to_string(::getpid()) + "_" +
-                                         std::to_string(counter_++));
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  static inline int counter_ = 0;
-  fs::path path_;
-};
+using test::TempDir;
 
 std::vector<float> f32_of(std::span<const uint8_t> b) {
   std::vector<float> v(b.size() / 4);
