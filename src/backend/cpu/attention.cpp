@@ -39,19 +39,13 @@ const int8_t* int8_head(const KvPageGeometry& geo, const uint8_t* block, int64_t
 // Asks for one KV head's keys and values of a page (and their int8 scales) ahead of use. A decode
 // step reads each page once, from memory: without this every tile load waited on DRAM latency
 // (load_tile was 7.5% of a Qwen3-0.6B decode step at 128 tokens of context, for ~2% of its bytes).
-// `heads` consecutive KV heads from kvh: one head's 8 KiB (int8) fits L1 beside the page in use; a
-// decode task's group of up to 8 (64 KiB) goes to L2 instead, or it would evict that page.
-void prefetch_head(const PagedKvView& kv, int64_t page, int64_t kvh, int64_t heads = 1) {
+void prefetch_head(const PagedKvView& kv, int64_t page, int64_t kvh) {
   const int64_t bytes = kv.geo.head_bytes();
   for (const uint8_t* block : {kv.k_block(page), kv.v_block(page)}) {
     const uint8_t* head = block + kvh * bytes;
-    if (heads == 1) {
-      for (int64_t off = 0; off < bytes; off += 64) __builtin_prefetch(head + off, 0, 3);
-    } else {
-      for (int64_t off = 0; off < heads * bytes; off += 64) __builtin_prefetch(head + off, 0, 2);
-    }
+    for (int64_t off = 0; off < bytes; off += 64) __builtin_prefetch(head + off, 0, 3);
     if (kv.geo.format == KvFormat::kInt8)
-      for (int64_t h = kvh; h < kvh + heads; h += 16) __builtin_prefetch(block + kv.geo.scales_offset(h), 0, 3);
+      __builtin_prefetch(block + kv.geo.scales_offset(kvh), 0, 3);
   }
 }
 
@@ -188,9 +182,10 @@ void attention(const float* q, int64_t n_q, int64_t q_pos0, const PagedKvView& k
   pool.parallel_for(n_tasks, [&](int64_t task, int thread) {
     // Longest query tiles (last in the sequence, most keys) first, so the tail of the job is short.
     const int64_t split = task % n_split;
-    // bf16_keep: KV head by KV head (a thread's next tile reads the pages it has converted).
-    const int64_t kvh = bf16_keep ? task / n_qt : (task / n_split) % p.n_kv_head;
-    const int64_t qt = n_qt - 1 - (bf16_keep ? task % n_qt : task / (n_split * p.n_kv_head));
+    // The task's first KV head (of hpt; hpt = 1 in the transposed tier). bf16_keep: KV head by KV
+    // head (a thread's next tile reads the pages it has converted).
+    const int64_t kvh = bf16_keep ? task / n_qt : (task / n_split) % n_hg * hpt;
+    const int64_t qt = n_qt - 1 - (bf16_keep ? task % n_qt : task / (n_split * n_hg));
     const int64_t t0 = qt * bq;
     const int nt = static_cast<int>(std::min<int64_t>(bq, n_q - t0));
     const int rows = nt * g;
@@ -258,44 +253,37 @@ void attention(const float* q, int64_t n_q, int64_t q_pos0, const PagedKvView& k
       return;
     }
 
-    // Row-major tier: the KV heads [kvh0, kvh0 + hpt) of this task, each with its rows at j * rows
-    // of the tiles (hpt > 1 only for decode, where rows = g).
-    const int64_t kvh0 = (task / n_split) % n_hg * hpt;
-    const int64_t qt_rm = n_qt - 1 - task / (n_split * n_hg);
-    const int64_t t0r = qt_rm * bq;
-    const int ntr = static_cast<int>(std::min<int64_t>(bq, n_q - t0r));
-    const int rows_h = ntr * g;
-    const int64_t kv_end_r = q_pos0 + t0r + ntr;
-    const int64_t np_r = (kv_end_r + kKvPageTokens - 1) / kKvPageTokens;
+    // Row-major tier: the KV heads [kvh, kvh + hpt) of this task, each with its `rows` rows at
+    // j * rows of the tiles (hpt > 1 only for decode, where rows = g).
     for (int64_t j = 0; j < hpt; ++j) {
-      const int64_t h = kvh0 + j;
-      for (int r = 0; r < rows_h; ++r) {
-        const int64_t rr = j * rows_h + r;
-        const float* src = q + ((t0r + r / g) * p.n_head + h * g + r % g) * hd;
+      const int64_t h = kvh + j;
+      for (int r = 0; r < rows; ++r) {
+        const int64_t rr = j * rows + r;
+        const float* src = q + ((t0 + r / g) * p.n_head + h * g + r % g) * hd;
         for (int d = 0; d < hd; ++d) tl.q[rr * hd + d] = src[d] * scale;
         tl.m[rr] = kNegInf;
         tl.l[rr] = 0.0f;
       }
     }
-    std::fill(tl.acc, tl.acc + hpt * rows_h * hd, 0.0f);
+    std::fill(tl.acc, tl.acc + hpt * rows * hd, 0.0f);
 
-    const int64_t pg0 = std::min(np_r, split * kSplitPages);
-    const int64_t pg1 = n_split == 1 ? np_r : std::min(np_r, pg0 + kSplitPages);
+    const int64_t pg0 = std::min(np, split * kSplitPages);
+    const int64_t pg1 = n_split == 1 ? np : std::min(np, pg0 + kSplitPages);
     // Heads ahead of the one in use, spread over the page: a burst of the whole group's 1,000+ lines
     // at the page start held the core's miss buffers until it had arrived, then computed.
     constexpr int64_t kAheadHeads = 3;
     auto prefetch_at = [&](int64_t idx) {  // idx: (page - pg0) * hpt + head in group
       const int64_t pg = pg0 + idx / hpt;
-      if (pg < pg1) prefetch_head(kv, pg, kvh0 + idx % hpt);
+      if (pg < pg1) prefetch_head(kv, pg, kvh + idx % hpt);
     };
     for (int64_t i = 0; i < kAheadHeads; ++i) prefetch_at(i);
     for (int64_t pg = pg0; pg < pg1; ++pg) {
       const int64_t kbase = pg * kKvPageTokens;
-      const int nk = static_cast<int>(std::min<int64_t>(kKvPageTokens, kv_end_r - kbase));
+      const int nk = static_cast<int>(std::min<int64_t>(kKvPageTokens, kv_end - kbase));
       for (int64_t j = 0; j < hpt; ++j) {
-        const int64_t h = kvh0 + j;
+        const int64_t h = kvh + j;
         prefetch_at((pg - pg0) * hpt + j + kAheadHeads);
-        const int64_t r0 = j * rows_h;
+        const int64_t r0 = j * rows;
         float* const qj = tl.q + r0 * hd;
         float* const accj = tl.acc + r0 * hd;
         const int8_t* k_codes = nullptr;
@@ -303,40 +291,40 @@ void attention(const float* q, int64_t n_q, int64_t q_pos0, const PagedKvView& k
         if (in_place) {
           k_codes = int8_head(kv.geo, kv.k_block(pg), h, nk, tl.kscale);
           v_codes = int8_head(kv.geo, kv.v_block(pg), h, nk, tl.vscale);
-          K.scores_i8(qj, rows_h, k_codes, nk, hd, tl.s);
+          K.scores_i8(qj, rows, k_codes, nk, hd, tl.s);
         } else {
           K.load_tile(kv.geo, kv.k_block(pg), static_cast<int>(h), nk, tl.k, tl.kscale);
           K.load_tile(kv.geo, kv.v_block(pg), static_cast<int>(h), nk, tl.v, tl.vscale);
-          K.scores(qj, rows_h, tl.k, nk, hd, tl.s);
+          K.scores(qj, rows, tl.k, nk, hd, tl.s);
         }
-        for (int r = 0; r < rows_h; ++r) {
-          const int64_t qpos = q_pos0 + t0r + r / g;
+        for (int r = 0; r < rows; ++r) {
+          const int64_t qpos = q_pos0 + t0 + r / g;
           tl.valid[r] = static_cast<int32_t>(std::clamp<int64_t>(qpos - kbase + 1, 0, nk));
         }
-        K.softmax_tile(tl.s, rows_h, tl.valid, tl.kscale, tl.vscale, tl.m + r0, tl.l + r0, tl.alpha);
+        K.softmax_tile(tl.s, rows, tl.valid, tl.kscale, tl.vscale, tl.m + r0, tl.l + r0, tl.alpha);
         if (in_place) {
-          K.accumulate_i8(accj, rows_h, tl.s, tl.alpha, v_codes, nk, hd);
+          K.accumulate_i8(accj, rows, tl.s, tl.alpha, v_codes, nk, hd);
         } else {
-          K.accumulate(accj, rows_h, tl.s, tl.alpha, tl.v, nk, hd);
+          K.accumulate(accj, rows, tl.s, tl.alpha, tl.v, nk, hd);
         }
       }
     }
 
     for (int64_t j = 0; j < hpt; ++j) {
-      const int64_t h = kvh0 + j;
-      const int64_t r0 = j * rows_h;
+      const int64_t h = kvh + j;
+      const int64_t r0 = j * rows;
       if (n_split == 1) {
-        for (int r = 0; r < rows_h; ++r) {
-          float* o = out + ((t0r + r / g) * p.n_head + h * g + r % g) * hd;
+        for (int r = 0; r < rows; ++r) {
+          float* o = out + ((t0 + r / g) * p.n_head + h * g + r % g) * hd;
           const float inv = 1.0f / tl.l[r0 + r];  // l > 0: key 0 is visible to every query
           for (int d = 0; d < hd; ++d) o[d] = tl.acc[(r0 + r) * hd + d] * inv;
         }
       } else {
         // Laid out as the combine below reads them: item (query tile, KV head), then split.
-        float* part = parts + (((n_qt - 1 - qt_rm) * p.n_kv_head + h) * n_split + split) * part_stride;
-        std::copy(tl.acc + r0 * hd, tl.acc + (r0 + rows_h) * hd, part);
-        std::copy(tl.m + r0, tl.m + r0 + rows_h, part + int64_t{rows_max} * hd);
-        std::copy(tl.l + r0, tl.l + r0 + rows_h, part + int64_t{rows_max} * hd + rows_max);
+        float* part = parts + (((n_qt - 1 - qt) * p.n_kv_head + h) * n_split + split) * part_stride;
+        std::copy(tl.acc + r0 * hd, tl.acc + (r0 + rows) * hd, part);
+        std::copy(tl.m + r0, tl.m + r0 + rows, part + int64_t{rows_max} * hd);
+        std::copy(tl.l + r0, tl.l + r0 + rows, part + int64_t{rows_max} * hd + rows_max);
       }
     }
   });

@@ -15,7 +15,6 @@ using cpu::TileKernel;
 
 namespace {
 
-
 std::string label(std::string_view name) {
   return name.empty() ? std::string("weight matrix") : str_cat("tensor '", name, "'");
 }
@@ -23,14 +22,9 @@ std::string label(std::string_view name) {
 // The best kernel at or below `level` (a level may lack a kernel for some format).
 TileKernel pick_kernel(WeightFormat f, IsaLevel level) {
   TileKernel k = nullptr;
-  if (f == WeightFormat::kF16x16 || f == WeightFormat::kBF16x16) {  // built at AVX-512 only (pack_parts)
-    k = cpu::avx512_x8_kernel(f);
-    SPLASH_CHECK(k != nullptr);
-    return k;
-  }
-  if (f == WeightFormat::kQ4_0x8 || f == WeightFormat::kQ8_0x8 || f == WeightFormat::kMlx4x8 || f == WeightFormat::kMlx8x8 ||
-      cpu::is_k_x8(f)) {
-    // x8 layouts are only built at AVX2 and above (pack_weights, pack_mlx_weights).
+  if (is_x8_format(f)) {
+    // x8 layouts are only built at AVX2 and above, the 16-row float ones at AVX-512 (pack_parts,
+    // pack_mlx_weights).
     k = level >= IsaLevel::kAvx512 ? cpu::avx512_x8_kernel(f) : cpu::avx2_x8_kernel(f);
     SPLASH_CHECK(k != nullptr);
     return k;
@@ -59,6 +53,21 @@ float load_scale(const void* base, int64_t idx, DType t) {
 bool is_float_format(WeightFormat f) {
   return f == WeightFormat::kF32 || f == WeightFormat::kF16 || f == WeightFormat::kBF16 || f == WeightFormat::kF16x16 ||
          f == WeightFormat::kBF16x16;
+}
+
+bool is_x8_format(WeightFormat f) {
+  switch (f) {
+    case WeightFormat::kQ4_0x8:
+    case WeightFormat::kQ8_0x8:
+    case WeightFormat::kMlx4x8:
+    case WeightFormat::kMlx8x8:
+    case WeightFormat::kF16x16:
+    case WeightFormat::kBF16x16:
+    case WeightFormat::kQ4_Kx8:
+    case WeightFormat::kQ5_Kx8:
+    case WeightFormat::kQ6_Kx8: return true;
+    default: return false;
+  }
 }
 
 const char* weight_format_name(WeightFormat f) {
@@ -167,7 +176,6 @@ Result<PackedWeights> PackedWeights::pack_parts(DType type, std::span<const Weig
       cpu::repack_x8_rows(x8, static_cast<const uint8_t*>(p.data), p.rows, cols, row0, w.storage_.data());
       row0 += p.rows;
     }
-    cpu::zero_x8_padding(x8, rows, cols, w.storage_.data());
     w.data_ = w.storage_.data();
   } else if (own) {
     w.storage_ = ArenaBuffer::allocate(static_cast<size_t>(rows * w.row_bytes_));

@@ -58,6 +58,8 @@ enum class WeightFormat : uint8_t {
 const char* weight_format_name(WeightFormat f);
 // F32 / F16 / BF16 in any layout (the kernels take f32 activations, no quantization).
 bool is_float_format(WeightFormat f);
+// The interleaved layouts built at load (the x8 formats and the 16-row float ones).
+bool is_x8_format(WeightFormat f);
 
 // An MLX affine-quantized matrix as it sits in a safetensors file: three tensors.
 // value[r][c] = scale[r][c / group_size] * code[r][c] + bias[r][c / group_size].
@@ -95,12 +97,7 @@ class PackedWeights {
   int64_t row_bytes() const { return row_bytes_; }
   // Row-major formats only (not x8).
   const uint8_t* row(int64_t r) const { return data_ + r * row_bytes_; }
-  bool is_x8() const {
-    return format_ == WeightFormat::kQ4_0x8 || format_ == WeightFormat::kQ8_0x8 || format_ == WeightFormat::kMlx4x8 ||
-           format_ == WeightFormat::kMlx8x8 || format_ == WeightFormat::kF16x16 || format_ == WeightFormat::kBF16x16 ||
-           format_ == WeightFormat::kQ4_Kx8 || format_ == WeightFormat::kQ5_Kx8 ||
-           format_ == WeightFormat::kQ6_Kx8;
-  }
+  bool is_x8() const { return is_x8_format(format_); }
   int group_size() const { return group_size_; }        // MLX formats; 0 otherwise
   // kMlx4x8 / kMlx8x8: the type its scales and biases are kept in (the file's: F16, BF16 or F32).
   DType scale_dtype() const { return scale_dtype_; }

@@ -80,20 +80,6 @@ void put_q45_k_lane(const uint8_t* blk, int lane, uint8_t* out) {
   }
 }
 
-template <bool kFive>
-void zero_q45_k_lane(int lane, uint8_t* out) {
-  std::memset(out + 2 * lane, 0, 2);
-  std::memset(out + 16 + 2 * lane, 0, 2);
-  const int64_t code_bytes = kFive ? kQ5_Kx8CodeBytes : kQ4_Kx8CodeBytes;
-  for (int j = 0; j < 8; ++j) {
-    out[kQ4_Kx8ScOffset + 8 * j + lane] = 0;
-    out[kQ4_Kx8MinOffset + 8 * j + lane] = 0;
-    uint8_t* codes = out + kQ4_Kx8CodeOffset + code_bytes * j;
-    for (int s = 0; s < 4; ++s) std::memset(codes + 32 * s + 4 * lane, 0, 4);
-    if (kFive) std::memset(codes + 128 + 4 * lane, 0, 4);
-  }
-}
-
 // Row `lane` of a kQ6_Kx8 super-block at `out` from one file super-block (BlockQ6_K), four code
 // bytes at a time. File: value v = 128 half + 32 t + l has its low 4 bits in ql[64 half + 32 (t % 2)
 // + l] (low nibble for t < 2, high for t >= 2) and its top 2 bits in bits 2t of qh[32 half + l].
@@ -123,28 +109,15 @@ void put_q6_k_lane(const uint8_t* blk, int lane, uint8_t* out) {
   }
 }
 
-void zero_q6_k_lane(int lane, uint8_t* out) {
-  std::memset(out + 2 * lane, 0, 2);
-  for (int j = 0; j < 16; ++j) out[kQ6_Kx8ScOffset + 8 * j + lane] = 0;
-  for (int j = 0; j < 8; ++j) {
-    uint8_t* p = out + kQ6_Kx8BlockOffset + kQ6_Kx8BlockBytes * j;
-    for (int s = 0; s < 4; ++s) std::memset(p + 32 * s + 4 * lane, 0, 4);
-    for (int h = 0; h < 2; ++h) std::memset(p + 128 + 32 * h + 4 * lane, 0, 4);
-  }
-}
-
-// The K-quant x8 layouts, per super-block: their file block size, bytes, and lane writers.
+// The K-quant x8 layouts, per super-block: their file block size, bytes, and lane writer.
 struct KX8 {
   int64_t file_bytes, bytes;
   void (*put)(const uint8_t*, int, uint8_t*);
-  void (*zero)(int, uint8_t*);
 };
 KX8 k_x8(WeightFormat x8) {
-  if (x8 == WeightFormat::kQ4_Kx8)
-    return {sizeof(BlockQ4_K), kQ4_Kx8SuperBytes, put_q45_k_lane<false>, zero_q45_k_lane<false>};
-  if (x8 == WeightFormat::kQ5_Kx8)
-    return {sizeof(BlockQ5_K), kQ5_Kx8SuperBytes, put_q45_k_lane<true>, zero_q45_k_lane<true>};
-  return {sizeof(BlockQ6_K), kQ6_Kx8SuperBytes, put_q6_k_lane, zero_q6_k_lane};
+  if (x8 == WeightFormat::kQ4_Kx8) return {sizeof(BlockQ4_K), kQ4_Kx8SuperBytes, put_q45_k_lane<false>};
+  if (x8 == WeightFormat::kQ5_Kx8) return {sizeof(BlockQ5_K), kQ5_Kx8SuperBytes, put_q45_k_lane<true>};
+  return {sizeof(BlockQ6_K), kQ6_Kx8SuperBytes, put_q6_k_lane};
 }
 
 }  // namespace
@@ -180,36 +153,6 @@ void repack_x8_rows(WeightFormat x8, const uint8_t* src, int64_t rows, int64_t c
       for (int64_t s = 0; s < code_bytes / 4; ++s) std::memcpy(out + 16 + s * 32 + 4 * r, blk + 2 + 4 * s, 4);
     }
   }
-}
-
-void zero_x8_padding(WeightFormat x8, int64_t rows, int64_t cols, uint8_t* dst) {
-  if (is_k_x8(x8)) {  // scales 0 contribute exactly 0
-    const KX8 k = k_x8(x8);
-    const int64_t nsb = cols / 256;
-    const int64_t padded = (rows + kX8Rows - 1) / kX8Rows * kX8Rows;
-    for (int64_t row = rows; row < padded; ++row)
-      for (int64_t sb = 0; sb < nsb; ++sb)
-        k.zero(static_cast<int>(row % kX8Rows), dst + ((row / kX8Rows) * nsb + sb) * k.bytes);
-    return;
-  }
-  const int64_t nb = cols / 32;
-  const int64_t block_bytes = x8_block_bytes(x8);
-  const int64_t code_bytes = (x8 == WeightFormat::kQ4_0x8 ? 18 : 34) - 2;
-  const int64_t padded = (rows + kX8Rows - 1) / kX8Rows * kX8Rows;
-  for (int64_t row = rows; row < padded; ++row) {  // scale 0 and code 0 contribute exactly 0
-    const int r = static_cast<int>(row % kX8Rows);
-    uint8_t* group = dst + (row / kX8Rows) * nb * block_bytes;
-    for (int64_t b = 0; b < nb; ++b) {
-      uint8_t* out = group + b * block_bytes;
-      std::memset(out + 2 * r, 0, 2);
-      for (int64_t s = 0; s < code_bytes / 4; ++s) std::memset(out + 16 + s * 32 + 4 * r, 0, 4);
-    }
-  }
-}
-
-void repack_x8(WeightFormat x8, const uint8_t* src, int64_t rows, int64_t cols, uint8_t* dst) {
-  repack_x8_rows(x8, src, rows, cols, 0, dst);
-  zero_x8_padding(x8, rows, cols, dst);
 }
 
 namespace {

@@ -90,14 +90,12 @@ WeightFormat x8_format_of(WeightFormat f);
 // Bytes per 32 values of a group of 8 rows (K-quants: an eighth of a super-block).
 int64_t x8_block_bytes(WeightFormat x8);
 
-// Repacks [rows, cols] GGML blocks (`src`, Q4_0 for kQ4_0x8, Q8_0 for kQ8_0x8, Q4_K / Q5_K / Q6_K for kQ4_Kx8 / kQ5_Kx8 / kQ6_Kx8) into `dst`, which
-// holds ceil(rows / 8) * (cols / 32) * x8_block_bytes(x8) bytes (padding rows are zeroed here).
-void repack_x8(WeightFormat x8, const uint8_t* src, int64_t rows, int64_t cols, uint8_t* dst);
-// The same for a slice of the destination: `rows` GGML rows at `src` become rows [row0, row0 + rows)
-// of the x8 matrix at `dst` (so several file tensors can be stacked without a concatenated copy).
+// Repacks `rows` GGML rows at `src` (Q4_0 for kQ4_0x8, Q8_0 for kQ8_0x8, Q4_K / Q5_K / Q6_K for
+// kQ4_Kx8 / kQ5_Kx8 / kQ6_Kx8) into rows [row0, row0 + rows) of the x8 matrix at `dst`, which holds
+// ceil(rows / 8) * (cols / 32) * x8_block_bytes(x8) bytes, so several file tensors can be stacked
+// without a concatenated copy. `dst` is zero-filled beforehand (a fresh ArenaBuffer): the padding rows
+// of the last group stay 0, and scales 0 make them contribute exactly 0.
 void repack_x8_rows(WeightFormat x8, const uint8_t* src, int64_t rows, int64_t cols, int64_t row0, uint8_t* dst);
-// Zeroes the padding rows [rows, ceil(rows / 8) * 8) of an x8 matrix.
-void zero_x8_padding(WeightFormat x8, int64_t rows, int64_t cols, uint8_t* dst);
 
 // Row r of an x8 matrix as f32 (the scalar reference reading of the layout).
 void dequantize_x8_row(const PackedWeights& w, int64_t r, float* out);
