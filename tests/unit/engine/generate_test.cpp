@@ -9,6 +9,8 @@
 #include <fstream>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
 #include "gtest/gtest.h"
 #include "scheduler_test_util.h"
 #include "testmodel/test_model.h"
@@ -291,6 +293,36 @@ TEST(SplashRunCli, Stories15MStreamsTextAndStats) {
   EXPECT_NE(p.err.find("prompt tokens 1 · TTFT "), std::string::npos) << p.err;
   EXPECT_NE(p.err.find("decode "), std::string::npos) << p.err;
   EXPECT_NE(p.err.find("(20 tokens)"), std::string::npos) << p.err;
+}
+
+TEST(SplashBenchCli, DepthFillsTheCacheBeforeEachTestAndNamesIt) {
+  const std::string path = demo_dir() + "/stories15M.bin";
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " is absent";
+  if (!std::filesystem::exists(std::string(SPLASH_BINARY_DIR) + "/splash")) GTEST_SKIP() << "splash not built";
+  Proc neg = run_splash("bench --model " + path + " -d -1");
+  EXPECT_EQ(neg.code, 2) << neg.err;
+  EXPECT_NE(neg.err.find("-d -1 is negative"), std::string::npos) << neg.err;
+  // stories15M holds 256 positions: 250 of depth leave no room for a tg8 (a one-token prompt + 8).
+  Proc deep = run_splash("bench --model " + path + " -p 0 -n 8 -d 250 -r 1");
+  EXPECT_EQ(deep.code, 2) << deep.err;
+  EXPECT_NE(deep.err.find("(250 of depth)"), std::string::npos) << deep.err;
+
+  Proc p = run_splash("bench --model " + path + " -p 16 -n 8 -d 100 -r 1 --threads 2 --json");
+  ASSERT_EQ(p.code, 0) << p.err;
+  const auto rows = nlohmann::json::parse(p.out);
+  ASSERT_EQ(rows.size(), 2u) << p.out;
+  EXPECT_EQ(rows[0]["test"], "pp16 @ d100");
+  EXPECT_EQ(rows[1]["test"], "tg8 @ d100");
+  for (const auto& r : rows) EXPECT_EQ(r["n_depth"], 100);
+  // Decode reads the KV of depth + (8 + 1) / 2 positions on average, on top of the weights.
+  Proc flat = run_splash("bench --model " + path + " -p 0 -n 8 -r 1 --threads 2 --json");
+  ASSERT_EQ(flat.code, 0) << flat.err;
+  const auto flat_rows = nlohmann::json::parse(flat.out);
+  ASSERT_EQ(flat_rows.size(), 1u);
+  EXPECT_EQ(flat_rows[0]["test"], "tg8");
+  const double kv_extra = rows[1]["decode_bytes_per_token"].get<double>() -
+                          flat_rows[0]["decode_bytes_per_token"].get<double>();
+  EXPECT_GT(kv_extra, 0.0);  // the depth's KV counted in what a step reads
 }
 
 }  // namespace
