@@ -269,47 +269,61 @@ void attention(const float* q, int64_t n_q, int64_t q_pos0, const PagedKvView& k
 
     const int64_t pg0 = std::min(np, split * kSplitPages);
     const int64_t pg1 = n_split == 1 ? np : std::min(np, pg0 + kSplitPages);
-    // Heads ahead of the one in use, spread over the page: a burst of the whole group's 1,000+ lines
-    // at the page start held the core's miss buffers until it had arrived, then computed.
+    // Loaded tiles (bf16 / f32 KV): whole heads prefetched three ahead, spread over the page (a burst
+    // of the group's 1,000+ lines at the page start held the core's miss buffers until it had
+    // arrived, then computed). In place (int8): the kernels prefetch the next head a few lines per
+    // step while they compute this one (bench_attention decode/int8 at 3,000 tokens: 14-18 ->
+    // 25-33 GB/s; two or three heads ahead measured lower).
     constexpr int64_t kAheadHeads = 3;
+    constexpr int64_t kPfHeads = 1;
     auto prefetch_at = [&](int64_t idx) {  // idx: (page - pg0) * hpt + head in group
       const int64_t pg = pg0 + idx / hpt;
       if (pg < pg1) prefetch_head(kv, pg, kvh + idx % hpt);
     };
-    for (int64_t i = 0; i < kAheadHeads; ++i) prefetch_at(i);
+    auto softmax_step = [&](int64_t j, int nk, int64_t kbase) {
+      for (int r = 0; r < rows; ++r) {
+        const int64_t qpos = q_pos0 + t0 + r / g;
+        tl.valid[r] = static_cast<int32_t>(std::clamp<int64_t>(qpos - kbase + 1, 0, nk));
+      }
+      K.softmax_tile(tl.s, rows, tl.valid, tl.kscale, tl.vscale, tl.m + j * rows, tl.l + j * rows, tl.alpha);
+    };
+    for (int64_t i = 0; i < (in_place ? kPfHeads : kAheadHeads); ++i) prefetch_at(i);
     for (int64_t pg = pg0; pg < pg1; ++pg) {
       const int64_t kbase = pg * kKvPageTokens;
       const int nk = static_cast<int>(std::min<int64_t>(kKvPageTokens, kv_end - kbase));
       for (int64_t j = 0; j < hpt; ++j) {
         const int64_t h = kvh + j;
-        prefetch_at((pg - pg0) * hpt + j + kAheadHeads);
         const int64_t r0 = j * rows;
         float* const qj = tl.q + r0 * hd;
         float* const accj = tl.acc + r0 * hd;
-        const int8_t* k_codes = nullptr;
-        const int8_t* v_codes = nullptr;
         if (in_place) {
-          k_codes = int8_head(kv.geo, kv.k_block(pg), h, nk, tl.kscale);
-          v_codes = int8_head(kv.geo, kv.v_block(pg), h, nk, tl.vscale);
-          K.scores_i8(qj, rows, k_codes, nk, hd, tl.s);
-        } else {
-          K.load_tile(kv.geo, kv.k_block(pg), static_cast<int>(h), nk, tl.k, tl.kscale);
-          K.load_tile(kv.geo, kv.v_block(pg), static_cast<int>(h), nk, tl.v, tl.vscale);
-          K.scores(qj, rows, tl.k, nk, hd, tl.s);
+          const int64_t ahead = (pg - pg0) * hpt + j + kPfHeads;
+          const int64_t pf_pg = pg0 + ahead / hpt, pf_h = kvh + ahead % hpt;
+          const int8_t* pf_k = nullptr;
+          const int8_t* pf_v = nullptr;
+          if (pf_pg < pg1) {
+            const uint8_t* kb = kv.k_block(pf_pg);
+            const uint8_t* vb = kv.v_block(pf_pg);
+            pf_k = reinterpret_cast<const int8_t*>(kb + pf_h * kv.geo.head_bytes());
+            pf_v = reinterpret_cast<const int8_t*>(vb + pf_h * kv.geo.head_bytes());
+            __builtin_prefetch(kb + kv.geo.scales_offset(pf_h), 0, 3);
+            __builtin_prefetch(vb + kv.geo.scales_offset(pf_h), 0, 3);
+          }
+          const int8_t* k_codes = int8_head(kv.geo, kv.k_block(pg), h, nk, tl.kscale);
+          const int8_t* v_codes = int8_head(kv.geo, kv.v_block(pg), h, nk, tl.vscale);
+          K.scores_i8(qj, rows, k_codes, nk, hd, tl.s, pf_k);
+          softmax_step(j, nk, kbase);
+          K.accumulate_i8(accj, rows, tl.s, tl.alpha, v_codes, nk, hd, pf_v);
+          continue;
         }
-        for (int r = 0; r < rows; ++r) {
-          const int64_t qpos = q_pos0 + t0 + r / g;
-          tl.valid[r] = static_cast<int32_t>(std::clamp<int64_t>(qpos - kbase + 1, 0, nk));
-        }
-        K.softmax_tile(tl.s, rows, tl.valid, tl.kscale, tl.vscale, tl.m + r0, tl.l + r0, tl.alpha);
-        if (in_place) {
-          K.accumulate_i8(accj, rows, tl.s, tl.alpha, v_codes, nk, hd);
-        } else {
-          K.accumulate(accj, rows, tl.s, tl.alpha, tl.v, nk, hd);
-        }
+        prefetch_at((pg - pg0) * hpt + j + kAheadHeads);
+        K.load_tile(kv.geo, kv.k_block(pg), static_cast<int>(h), nk, tl.k, tl.kscale);
+        K.load_tile(kv.geo, kv.v_block(pg), static_cast<int>(h), nk, tl.v, tl.vscale);
+        K.scores(qj, rows, tl.k, nk, hd, tl.s);
+        softmax_step(j, nk, kbase);
+        K.accumulate(accj, rows, tl.s, tl.alpha, tl.v, nk, hd);
       }
     }
-
     for (int64_t j = 0; j < hpt; ++j) {
       const int64_t h = kvh + j;
       const int64_t r0 = j * rows;

@@ -68,9 +68,12 @@ struct AttentionKernels {
   // scores and accumulate over int8 KV read in place: k / v are one head's codes in the page (rows
   // of hd int8, head_dim apart; scores reads up to n_keys rounded up to 4 rows, all inside the page).
   // The scales are applied by softmax_tile as for a loaded tile. nullptr: load_tile first.
-  void (*scores_i8)(const float* q, int n_rows, const int8_t* k, int n_keys, int hd, float* s);
+  // pf (nullptr: none): codes laid out as k / v that the caller reads next (another head or page),
+  // prefetched a few lines per step of this pass, so they arrive while this head computes instead of
+  // in a burst of prefetches that holds the core's miss buffers.
+  void (*scores_i8)(const float* q, int n_rows, const int8_t* k, int n_keys, int hd, float* s, const int8_t* pf);
   void (*accumulate_i8)(float* acc, int n_rows, const float* p, const float* alpha, const int8_t* v, int n_keys,
-                        int hd);
+                        int hd, const int8_t* pf);
 };
 
 // The int8 KV codec of one head row (hd values): q[d] = round-to-nearest-even(x[d] / scale) with

@@ -50,9 +50,11 @@ inline V load_elems(const float* p) { return Simd::load(p); }
 inline V load_elems(const int8_t* p) { return Simd::load_i8(p); }
 
 template <int R, class T>
-void scores_rows(const float* q, const T* k, int n4, int hd, float* s) {
+void scores_rows(const float* q, const T* k, int n4, int hd, float* s, const int8_t* pf) {
   for (int j = 0; j < n4; j += 4) {
     const T* k0 = k + int64_t{j} * hd;
+    if (pf != nullptr)
+      for (int o = 0; o < 4 * hd; o += 64) _mm_prefetch(reinterpret_cast<const char*>(pf + j * hd + o), _MM_HINT_T0);
     V acc[R][4];
     for (int r = 0; r < R; ++r)
       for (int i = 0; i < 4; ++i) acc[r][i] = Simd::zero();
@@ -71,19 +73,24 @@ void scores_rows(const float* q, const T* k, int n4, int hd, float* s) {
 
 // Keys as f32 (a loaded tile) or as the page's int8 codes read in place (decode: one conversion in
 // registers instead of a 16 KB f32 tile written and read back per head and page).
+// pf: see AttentionKernels::scores_i8 (the first pass over the keys prefetches it).
 template <class T>
-void scores(const float* q, int n_rows, const T* k, int n_keys, int hd, float* s) {
+void scores(const float* q, int n_rows, const T* k, int n_keys, int hd, float* s, const int8_t* pf) {
   const int n4 = (n_keys + 3) & ~3;
   int r = 0;
-  for (; r + Simd::kScoreRows <= n_rows; r += Simd::kScoreRows)
-    scores_rows<Simd::kScoreRows>(q + int64_t{r} * hd, k, n4, hd, s + r * kTile);
+  for (; r + Simd::kScoreRows <= n_rows; r += Simd::kScoreRows, pf = nullptr)
+    scores_rows<Simd::kScoreRows>(q + int64_t{r} * hd, k, n4, hd, s + r * kTile, pf);
   // The rest in one pass (GQA groups of 2 or 3 rows: decode converts each int8 key once, not per row).
   switch (n_rows - r) {
-    case 3: scores_rows<3>(q + int64_t{r} * hd, k, n4, hd, s + r * kTile); break;
-    case 2: scores_rows<2>(q + int64_t{r} * hd, k, n4, hd, s + r * kTile); break;
-    case 1: scores_rows<1>(q + int64_t{r} * hd, k, n4, hd, s + r * kTile); break;
+    case 3: scores_rows<3>(q + int64_t{r} * hd, k, n4, hd, s + r * kTile, pf); break;
+    case 2: scores_rows<2>(q + int64_t{r} * hd, k, n4, hd, s + r * kTile, pf); break;
+    case 1: scores_rows<1>(q + int64_t{r} * hd, k, n4, hd, s + r * kTile, pf); break;
     default: break;
   }
+}
+
+void scores_f32(const float* q, int n_rows, const float* k, int n_keys, int hd, float* s) {
+  scores(q, n_rows, k, n_keys, hd, s, nullptr);
 }
 
 // --- online softmax step, a row of 32 scores at a time in kTileVecs vectors ------------------------
@@ -131,13 +138,15 @@ void softmax_tile(float* s, int n_rows, const int32_t* valid, const float* kscal
 // past; each value vector load serves R rows --------------------------------------------------------
 
 template <int R, int C, class T>
-void accumulate_block(float* acc, const float* p, const float* alpha, const T* v, int n_keys, int hd, int d) {
+void accumulate_block(float* acc, const float* p, const float* alpha, const T* v, int n_keys, int hd, int d,
+                      const int8_t* pf) {
   V a[R][C];
   for (int r = 0; r < R; ++r) {
     const V va = Simd::set1(alpha[r]);
     for (int c = 0; c < C; ++c) a[r][c] = Simd::mul(Simd::load(acc + r * hd + d + c * Simd::kW), va);
   }
   for (int j = 0; j < n_keys; ++j) {
+    if (pf != nullptr) _mm_prefetch(reinterpret_cast<const char*>(pf + j * hd + d), _MM_HINT_T0);
     V vv[C];
     for (int c = 0; c < C; ++c) vv[c] = load_elems(v + int64_t{j} * hd + d + c * Simd::kW);
     for (int r = 0; r < R; ++r) {
@@ -150,27 +159,34 @@ void accumulate_block(float* acc, const float* p, const float* alpha, const T* v
 }
 
 template <int R, class T>
-void accumulate_rows(float* acc, const float* p, const float* alpha, const T* v, int n_keys, int hd) {
+void accumulate_rows(float* acc, const float* p, const float* alpha, const T* v, int n_keys, int hd,
+                     const int8_t* pf) {
   int d = 0;
   for (; d + Simd::kAccVecs * Simd::kW <= hd; d += Simd::kAccVecs * Simd::kW)
-    accumulate_block<R, Simd::kAccVecs>(acc, p, alpha, v, n_keys, hd, d);
-  for (; d < hd; d += Simd::kW) accumulate_block<R, 1>(acc, p, alpha, v, n_keys, hd, d);
+    accumulate_block<R, Simd::kAccVecs>(acc, p, alpha, v, n_keys, hd, d, pf);
+  for (; d < hd; d += Simd::kW) accumulate_block<R, 1>(acc, p, alpha, v, n_keys, hd, d, pf);
 }
 
 // Values as f32 or in place as int8 codes, as scores.
 template <class T>
-void accumulate(float* acc, int n_rows, const float* p, const float* alpha, const T* v, int n_keys, int hd) {
+void accumulate(float* acc, int n_rows, const float* p, const float* alpha, const T* v, int n_keys, int hd,
+                const int8_t* pf) {
   constexpr int R = Simd::kAccRows;
   int r = 0;
-  for (; r + R <= n_rows; r += R) accumulate_rows<R>(acc + int64_t{r} * hd, p + r * kTile, alpha + r, v, n_keys, hd);
+  for (; r + R <= n_rows; r += R, pf = nullptr)
+    accumulate_rows<R>(acc + int64_t{r} * hd, p + r * kTile, alpha + r, v, n_keys, hd, pf);
   switch (n_rows - r) {
-    case 3: accumulate_rows<3>(acc + int64_t{r} * hd, p + r * kTile, alpha + r, v, n_keys, hd); break;
-    case 2: accumulate_rows<2>(acc + int64_t{r} * hd, p + r * kTile, alpha + r, v, n_keys, hd); break;
-    case 1: accumulate_rows<1>(acc + int64_t{r} * hd, p + r * kTile, alpha + r, v, n_keys, hd); break;
+    case 3: accumulate_rows<3>(acc + int64_t{r} * hd, p + r * kTile, alpha + r, v, n_keys, hd, pf); break;
+    case 2: accumulate_rows<2>(acc + int64_t{r} * hd, p + r * kTile, alpha + r, v, n_keys, hd, pf); break;
+    case 1: accumulate_rows<1>(acc + int64_t{r} * hd, p + r * kTile, alpha + r, v, n_keys, hd, pf); break;
     default: break;
   }
 }
 
-constexpr AttentionKernels kSimdKernels{load_tile, scores<float>, softmax_tile, accumulate<float>, nullptr,
+void accumulate_f32(float* acc, int n_rows, const float* p, const float* alpha, const float* v, int n_keys, int hd) {
+  accumulate(acc, n_rows, p, alpha, v, n_keys, hd, nullptr);
+}
+
+constexpr AttentionKernels kSimdKernels{load_tile, scores_f32, softmax_tile, accumulate_f32, nullptr,
                                         nullptr,   nullptr,       nullptr,      nullptr,           nullptr,
                                         nullptr,   nullptr,       scores<int8_t>, accumulate<int8_t>};
