@@ -8,11 +8,12 @@
 # not a test: record the load average it prints with the figures.
 #
 #   bench/decode_bandwidth.sh --build build-perf --model /tmp/q06-q4_0.gguf [--tg 128] [--rounds 5] [--threads 2]
+#                             [--depth D]     # decode after D cached tokens (their KV counts as read)
 #   bench/decode_bandwidth.sh --build build-perf --membw-only     # prints only the GB/s figure (scripts/bench-cpu)
 #
 # The build needs -DSPLASH_BUILD_BENCH=ON for bench_matmul.
 set -euo pipefail
-build=build; model=; tg=128; rounds=5; threads=2; membw_only=0
+build=build; model=; tg=128; rounds=5; threads=2; depth=0; membw_only=0
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --build) build=$2; shift 2 ;;
@@ -20,8 +21,9 @@ while [[ $# -gt 0 ]]; do
     --tg) tg=$2; shift 2 ;;
     --rounds|--reps) rounds=$2; shift 2 ;;
     --threads) threads=$2; shift 2 ;;
+    --depth) depth=$2; shift 2 ;;
     --membw-only) membw_only=1; shift ;;
-    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
     *) echo "unknown argument: $1" >&2; exit 2 ;;
   esac
 done
@@ -41,7 +43,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 before=$(membw)
 for r in $(seq "$rounds"); do
-  "$build/splash" bench --model "$model" -p 0 -n "$tg" -r 1 --threads "$threads" --json > "$work/bench.json"
+  "$build/splash" bench --model "$model" -p 0 -n "$tg" -d "$depth" -r 1 --threads "$threads" --json > "$work/bench.json"
   after=$(membw)
   python3 - "$before" "$after" "$work/bench.json" "$r" <<'PY' | tee -a "$work/rounds.txt"
 import json, sys

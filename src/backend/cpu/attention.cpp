@@ -28,13 +28,14 @@ constexpr int64_t kPrefillMinContext = 256;
 
 int64_t round_up16(int64_t n) { return (n + 15) / 16 * 16; }
 
-// Head h's int8 codes in a page block, and its n per-token scales copied to scale[0, n) with 1 past
-// n (softmax_tile reads all 32; a slot past n may hold any bits).
-const int8_t* int8_head(const KvPageGeometry& geo, const uint8_t* block, int64_t h, int n, float* scale) {
+// Head h's n int8 per-token scales of a page block copied to scale[0, n), with 1 past n
+// (softmax_tile reads all 32; a slot past n may hold any bits).
+void head_scales(const KvPageGeometry& geo, const uint8_t* block, int64_t h, int n, float* scale) {
   std::memcpy(scale, block + geo.scales_offset(h), static_cast<size_t>(n) * 4);
   std::fill(scale + n, scale + kKvPageTokens, 1.0f);
-  return reinterpret_cast<const int8_t*>(block + h * geo.head_bytes());
 }
+const int8_t* as_i8(const uint8_t* p) { return reinterpret_cast<const int8_t*>(p); }
+const uint16_t* as_b16(const uint8_t* p) { return reinterpret_cast<const uint16_t*>(p); }
 
 // Asks for one KV head's keys and values of a page (and their int8 scales) ahead of use. A decode
 // step reads each page once, from memory: without this every tile load waited on DRAM latency
@@ -88,8 +89,12 @@ void attention(const float* q, int64_t n_q, int64_t q_pos0, const PagedKvView& k
   // the prefill tier). Calls of <= 32 tokens (decode, verify blocks) always take the row-major path.
   const bool transposed = n_q > kSplitMaxRows && q_pos0 + n_q >= kPrefillMinContext &&
                           q_pos0 + n_q < (int64_t{1} << 31) && K.scores_t != nullptr && g <= kPrefillRows;
-  // Row-major tier on int8 KV: scores and sums read the page's codes in place where the ISA can.
-  const bool in_place = kv.geo.format == KvFormat::kInt8 && K.scores_i8 != nullptr && K.accumulate_i8 != nullptr;
+  // Row-major tier on int8 / bf16 KV: scores and sums read the page's codes in place where the ISA
+  // can (the scales stay 1 for bf16).
+  const bool int8 = kv.geo.format == KvFormat::kInt8;
+  const bool in_place = int8 ? K.scores_i8 != nullptr && K.accumulate_i8 != nullptr
+                             : kv.geo.format == KvFormat::kBF16 && K.scores_bf16kv != nullptr &&
+                                   K.accumulate_bf16kv != nullptr;
   const bool bf16 = transposed && p.prefill_bf16 && K.scores_bf16 != nullptr && cpu_features().avx512bf16 &&
                     kv.geo.format != KvFormat::kF32;
   const int bq = transposed ? kPrefillRows / g : std::max(1, 32 / g);
@@ -288,6 +293,10 @@ void attention(const float* q, int64_t n_q, int64_t q_pos0, const PagedKvView& k
       K.softmax_tile(tl.s, rows, tl.valid, tl.kscale, tl.vscale, tl.m + j * rows, tl.l + j * rows, tl.alpha);
     };
     for (int64_t i = 0; i < (in_place ? kPfHeads : kAheadHeads); ++i) prefetch_at(i);
+    if (in_place && !int8) {  // bf16 codes are the values
+      std::fill(tl.kscale, tl.kscale + kKvPageTokens, 1.0f);
+      std::fill(tl.vscale, tl.vscale + kKvPageTokens, 1.0f);
+    }
     for (int64_t pg = pg0; pg < pg1; ++pg) {
       const int64_t kbase = pg * kKvPageTokens;
       const int nk = static_cast<int>(std::min<int64_t>(kKvPageTokens, kv_end - kbase));
@@ -297,23 +306,32 @@ void attention(const float* q, int64_t n_q, int64_t q_pos0, const PagedKvView& k
         float* const qj = tl.q + r0 * hd;
         float* const accj = tl.acc + r0 * hd;
         if (in_place) {
+          // The head kPfHeads ahead in this task's order, its codes for the kernels to prefetch.
           const int64_t ahead = (pg - pg0) * hpt + j + kPfHeads;
           const int64_t pf_pg = pg0 + ahead / hpt, pf_h = kvh + ahead % hpt;
-          const int8_t* pf_k = nullptr;
-          const int8_t* pf_v = nullptr;
+          const uint8_t* pf_k = nullptr;
+          const uint8_t* pf_v = nullptr;
           if (pf_pg < pg1) {
-            const uint8_t* kb = kv.k_block(pf_pg);
-            const uint8_t* vb = kv.v_block(pf_pg);
-            pf_k = reinterpret_cast<const int8_t*>(kb + pf_h * kv.geo.head_bytes());
-            pf_v = reinterpret_cast<const int8_t*>(vb + pf_h * kv.geo.head_bytes());
-            __builtin_prefetch(kb + kv.geo.scales_offset(pf_h), 0, 3);
-            __builtin_prefetch(vb + kv.geo.scales_offset(pf_h), 0, 3);
+            pf_k = kv.k_block(pf_pg) + pf_h * kv.geo.head_bytes();
+            pf_v = kv.v_block(pf_pg) + pf_h * kv.geo.head_bytes();
+            if (int8) {
+              __builtin_prefetch(kv.k_block(pf_pg) + kv.geo.scales_offset(pf_h), 0, 3);
+              __builtin_prefetch(kv.v_block(pf_pg) + kv.geo.scales_offset(pf_h), 0, 3);
+            }
           }
-          const int8_t* k_codes = int8_head(kv.geo, kv.k_block(pg), h, nk, tl.kscale);
-          const int8_t* v_codes = int8_head(kv.geo, kv.v_block(pg), h, nk, tl.vscale);
-          K.scores_i8(qj, rows, k_codes, nk, hd, tl.s, pf_k);
-          softmax_step(j, nk, kbase);
-          K.accumulate_i8(accj, rows, tl.s, tl.alpha, v_codes, nk, hd, pf_v);
+          const uint8_t* k_codes = kv.k_block(pg) + h * kv.geo.head_bytes();
+          const uint8_t* v_codes = kv.v_block(pg) + h * kv.geo.head_bytes();
+          if (int8) {
+            head_scales(kv.geo, kv.k_block(pg), h, nk, tl.kscale);
+            head_scales(kv.geo, kv.v_block(pg), h, nk, tl.vscale);
+            K.scores_i8(qj, rows, as_i8(k_codes), nk, hd, tl.s, as_i8(pf_k));
+            softmax_step(j, nk, kbase);
+            K.accumulate_i8(accj, rows, tl.s, tl.alpha, as_i8(v_codes), nk, hd, as_i8(pf_v));
+          } else {
+            K.scores_bf16kv(qj, rows, as_b16(k_codes), nk, hd, tl.s, as_b16(pf_k));
+            softmax_step(j, nk, kbase);
+            K.accumulate_bf16kv(accj, rows, tl.s, tl.alpha, as_b16(v_codes), nk, hd, as_b16(pf_v));
+          }
           continue;
         }
         prefetch_at((pg - pg0) * hpt + j + kAheadHeads);

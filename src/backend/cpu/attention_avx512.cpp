@@ -346,7 +346,8 @@ void accumulate_bf16(float* acct, int rp, const float* p, const float* alpha, co
 constexpr AttentionKernels kAvx512Kernels{kSimdKernels.load_tile, kSimdKernels.scores, kSimdKernels.softmax_tile,
                                           kSimdKernels.accumulate, scores_t, softmax_t, accumulate_t,
                                           load_q_t, store_out_t, load_tile_bf16, scores_bf16, accumulate_bf16,
-                                          kSimdKernels.scores_i8, kSimdKernels.accumulate_i8};
+                                          kSimdKernels.scores_i8, kSimdKernels.accumulate_i8,
+                                          kSimdKernels.scores_bf16kv, kSimdKernels.accumulate_bf16kv};
 
 }  // namespace
 

@@ -74,6 +74,11 @@ struct AttentionKernels {
   void (*scores_i8)(const float* q, int n_rows, const int8_t* k, int n_keys, int hd, float* s, const int8_t* pf);
   void (*accumulate_i8)(float* acc, int n_rows, const float* p, const float* alpha, const int8_t* v, int n_keys,
                         int hd, const int8_t* pf);
+  // The same over bf16 KV codes read in place.
+  void (*scores_bf16kv)(const float* q, int n_rows, const uint16_t* k, int n_keys, int hd, float* s,
+                        const uint16_t* pf);
+  void (*accumulate_bf16kv)(float* acc, int n_rows, const float* p, const float* alpha, const uint16_t* v,
+                            int n_keys, int hd, const uint16_t* pf);
 };
 
 // The int8 KV codec of one head row (hd values): q[d] = round-to-nearest-even(x[d] / scale) with

@@ -172,6 +172,7 @@ const AttentionKernels& attention_kernels_scalar() {
                                      nullptr,          nullptr,       nullptr,
                                      nullptr,          nullptr,
                                      nullptr,          nullptr,       nullptr,
+                                     nullptr,          nullptr,
                                      nullptr,          nullptr};
   return k;
 }

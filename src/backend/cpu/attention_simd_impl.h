@@ -48,13 +48,21 @@ void load_tile(const KvPageGeometry& geo, const uint8_t* block, int h, int n, fl
 
 inline V load_elems(const float* p) { return Simd::load(p); }
 inline V load_elems(const int8_t* p) { return Simd::load_i8(p); }
+inline V load_elems(const uint16_t* p) { return Simd::load_bf16(p); }
+
+// Prefetches the bytes of elements [at, at + n) of pf (nullptr: nothing), a line at a time.
+template <class T>
+inline void prefetch_run(const T* pf, int64_t at, int n) {
+  if (pf == nullptr) return;
+  const char* b = reinterpret_cast<const char*>(pf + at);
+  for (int o = 0; o < n * static_cast<int>(sizeof(T)); o += 64) _mm_prefetch(b + o, _MM_HINT_T0);
+}
 
 template <int R, class T>
-void scores_rows(const float* q, const T* k, int n4, int hd, float* s, const int8_t* pf) {
+void scores_rows(const float* q, const T* k, int n4, int hd, float* s, const T* pf) {
   for (int j = 0; j < n4; j += 4) {
     const T* k0 = k + int64_t{j} * hd;
-    if (pf != nullptr)
-      for (int o = 0; o < 4 * hd; o += 64) _mm_prefetch(reinterpret_cast<const char*>(pf + j * hd + o), _MM_HINT_T0);
+    prefetch_run(pf, int64_t{j} * hd, 4 * hd);
     V acc[R][4];
     for (int r = 0; r < R; ++r)
       for (int i = 0; i < 4; ++i) acc[r][i] = Simd::zero();
@@ -73,9 +81,9 @@ void scores_rows(const float* q, const T* k, int n4, int hd, float* s, const int
 
 // Keys as f32 (a loaded tile) or as the page's int8 codes read in place (decode: one conversion in
 // registers instead of a 16 KB f32 tile written and read back per head and page).
-// pf: see AttentionKernels::scores_i8 (the first pass over the keys prefetches it).
+// pf: see AttentionKernels::scores_kv (the first pass over the keys prefetches it).
 template <class T>
-void scores(const float* q, int n_rows, const T* k, int n_keys, int hd, float* s, const int8_t* pf) {
+void scores(const float* q, int n_rows, const T* k, int n_keys, int hd, float* s, const T* pf) {
   const int n4 = (n_keys + 3) & ~3;
   int r = 0;
   for (; r + Simd::kScoreRows <= n_rows; r += Simd::kScoreRows, pf = nullptr)
@@ -90,7 +98,7 @@ void scores(const float* q, int n_rows, const T* k, int n_keys, int hd, float* s
 }
 
 void scores_f32(const float* q, int n_rows, const float* k, int n_keys, int hd, float* s) {
-  scores(q, n_rows, k, n_keys, hd, s, nullptr);
+  scores<float>(q, n_rows, k, n_keys, hd, s, nullptr);
 }
 
 // --- online softmax step, a row of 32 scores at a time in kTileVecs vectors ------------------------
@@ -139,14 +147,14 @@ void softmax_tile(float* s, int n_rows, const int32_t* valid, const float* kscal
 
 template <int R, int C, class T>
 void accumulate_block(float* acc, const float* p, const float* alpha, const T* v, int n_keys, int hd, int d,
-                      const int8_t* pf) {
+                      const T* pf) {
   V a[R][C];
   for (int r = 0; r < R; ++r) {
     const V va = Simd::set1(alpha[r]);
     for (int c = 0; c < C; ++c) a[r][c] = Simd::mul(Simd::load(acc + r * hd + d + c * Simd::kW), va);
   }
   for (int j = 0; j < n_keys; ++j) {
-    if (pf != nullptr) _mm_prefetch(reinterpret_cast<const char*>(pf + j * hd + d), _MM_HINT_T0);
+    prefetch_run(pf, int64_t{j} * hd + d, C * Simd::kW);
     V vv[C];
     for (int c = 0; c < C; ++c) vv[c] = load_elems(v + int64_t{j} * hd + d + c * Simd::kW);
     for (int r = 0; r < R; ++r) {
@@ -160,7 +168,7 @@ void accumulate_block(float* acc, const float* p, const float* alpha, const T* v
 
 template <int R, class T>
 void accumulate_rows(float* acc, const float* p, const float* alpha, const T* v, int n_keys, int hd,
-                     const int8_t* pf) {
+                     const T* pf) {
   int d = 0;
   for (; d + Simd::kAccVecs * Simd::kW <= hd; d += Simd::kAccVecs * Simd::kW)
     accumulate_block<R, Simd::kAccVecs>(acc, p, alpha, v, n_keys, hd, d, pf);
@@ -170,7 +178,7 @@ void accumulate_rows(float* acc, const float* p, const float* alpha, const T* v,
 // Values as f32 or in place as int8 codes, as scores.
 template <class T>
 void accumulate(float* acc, int n_rows, const float* p, const float* alpha, const T* v, int n_keys, int hd,
-                const int8_t* pf) {
+                const T* pf) {
   constexpr int R = Simd::kAccRows;
   int r = 0;
   for (; r + R <= n_rows; r += R, pf = nullptr)
@@ -184,9 +192,10 @@ void accumulate(float* acc, int n_rows, const float* p, const float* alpha, cons
 }
 
 void accumulate_f32(float* acc, int n_rows, const float* p, const float* alpha, const float* v, int n_keys, int hd) {
-  accumulate(acc, n_rows, p, alpha, v, n_keys, hd, nullptr);
+  accumulate<float>(acc, n_rows, p, alpha, v, n_keys, hd, nullptr);
 }
 
 constexpr AttentionKernels kSimdKernels{load_tile, scores_f32, softmax_tile, accumulate_f32, nullptr,
                                         nullptr,   nullptr,       nullptr,      nullptr,           nullptr,
-                                        nullptr,   nullptr,       scores<int8_t>, accumulate<int8_t>};
+                                        nullptr,   nullptr,       scores<int8_t>, accumulate<int8_t>,
+                                        scores<uint16_t>, accumulate<uint16_t>};

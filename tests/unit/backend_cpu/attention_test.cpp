@@ -252,11 +252,12 @@ TEST(Attention, VerifyBlockRowsEqualDecodingThemOneAtATime) {
   // Speculative decoding verifies a block of rows in one call; greedy output must be plain decoding's
   // token for token, so each row must equal, bit for bit, the one-row call at its position (with the
   // KV holding only the tokens up to it). Contexts around page and split-K (16-page) boundaries,
-  // GQA ratios 1 to 8, both KV codecs, 2 and 3 threads.
+  // GQA ratios 1 to 8, every KV format (int8 and bf16 read in place, f32 through loaded tiles), 2 and
+  // 3 threads.
   std::mt19937 rng(91);
   struct Shape { int n_head, n_kv_head, hd; };
   for (const Shape sh : {Shape{6, 6, 64}, Shape{16, 8, 128}, Shape{16, 2, 128}, Shape{8, 1, 64}}) {
-    for (KvFormat f : {KvFormat::kInt8, KvFormat::kF32}) {
+    for (KvFormat f : {KvFormat::kInt8, KvFormat::kBF16, KvFormat::kF32}) {
       const int64_t n_kv = 1100, row = int64_t{sh.n_kv_head} * sh.hd;
       auto k = random_vec(static_cast<size_t>(n_kv * row), rng, 1.5f);
       auto v = random_vec(k.size(), rng);
@@ -288,7 +289,8 @@ TEST(Attention, VerifyBlockRowsEqualDecodingThemOneAtATime) {
 
 TEST(Attention, ReusedScratchGivesTheSameResult) {
   // One AttentionScratch across calls of different shapes (as the forward pass keeps it) must give
-  // the same outputs as a fresh one per call.
+  // the same outputs as a fresh one per call, also when the KV format changes between calls (the
+  // int8 per-token scales a call leaves in the scratch must not reach a bf16 call).
   std::mt19937 rng(31);
   ThreadPool pool(2);
   AttentionScratch shared;
@@ -298,12 +300,14 @@ TEST(Attention, ReusedScratchGivesTheSameResult) {
     auto k = random_vec(static_cast<size_t>(c.n_kv * row), rng, 1.5f);
     auto v = random_vec(k.size(), rng);
     auto q = random_vec(static_cast<size_t>(c.n_q * c.n_head * c.hd), rng, 1.5f);
-    TestKv kv = make_kv(KvFormat::kInt8, c.n_kv_head, c.hd, k, v, c.n_kv, rng);
-    AttentionParams p{c.n_head, c.n_kv_head, c.hd, 0.0f, IsaLevel::kAvx512};
-    std::vector<float> a(q.size()), b(q.size());
-    attention(q.data(), c.n_q, c.n_kv - c.n_q, kv.view(), p, a.data(), pool);
-    attention(q.data(), c.n_q, c.n_kv - c.n_q, kv.view(), p, b.data(), pool, &shared);
-    EXPECT_EQ(a, b) << "n_kv " << c.n_kv << " n_q " << c.n_q;
+    for (KvFormat f : {KvFormat::kInt8, KvFormat::kBF16}) {
+      TestKv kv = make_kv(f, c.n_kv_head, c.hd, k, v, c.n_kv, rng);
+      AttentionParams p{c.n_head, c.n_kv_head, c.hd, 0.0f, IsaLevel::kAvx512};
+      std::vector<float> a(q.size()), b(q.size());
+      attention(q.data(), c.n_q, c.n_kv - c.n_q, kv.view(), p, a.data(), pool);
+      attention(q.data(), c.n_q, c.n_kv - c.n_q, kv.view(), p, b.data(), pool, &shared);
+      EXPECT_EQ(a, b) << "n_kv " << c.n_kv << " n_q " << c.n_q << " " << kv_format_name(f);
+    }
   }
 }
 
