@@ -20,25 +20,6 @@ namespace splash {
 
 namespace fs = std::filesystem;
 
-std::optional<uint32_t> gguf_file_type(DType type) {
-  switch (type) {  // LLAMA_FTYPE_* (the "mostly" types; K-quants as their _M mixes' main type)
-    case DType::kF32: return 0;
-    case DType::kF16: return 1;
-    case DType::kQ4_0: return 2;
-    case DType::kQ4_1: return 3;
-    case DType::kQ8_0: return 7;
-    case DType::kQ5_0: return 8;
-    case DType::kQ5_1: return 9;
-    case DType::kQ2_K: return 10;
-    case DType::kQ3_K: return 12;
-    case DType::kQ4_K: return 15;
-    case DType::kQ5_K: return 17;
-    case DType::kQ6_K: return 18;
-    case DType::kBF16: return 32;
-    default: return std::nullopt;
-  }
-}
-
 namespace {
 
 void note(const ConvertOptions& o, const std::string& line) {
@@ -121,7 +102,7 @@ Result<ConvertReport> convert_to_gguf(const ModelFiles& in, const Tokenizer* tok
   std::string name = o.model_name.empty() ? fs::path(out_path).stem().string() : o.model_name;
   SPLASH_TRY_STATUS(w.set_string("general.name", name));
   for (auto& [k, v] : arch_kv) SPLASH_TRY_STATUS(w.set(k, std::move(v)));
-  if (auto ft = gguf_file_type(o.gguf_type)) SPLASH_TRY_STATUS(w.set_u32("general.file_type", *ft));
+  if (auto ft = gguf::file_type_of(o.gguf_type)) SPLASH_TRY_STATUS(w.set_u32("general.file_type", *ft));
   if (dtype_traits(o.gguf_type).quantized) SPLASH_TRY_STATUS(w.set_u32("general.quantization_version", 2));
   if (tokenizer != nullptr) {
     SPLASH_TRY(auto tok_kv, tokenizer_gguf_metadata(*tokenizer));

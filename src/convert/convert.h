@@ -45,7 +45,4 @@ struct ConvertReport {
 Result<ConvertReport> convert_model(const ModelFiles& in, const Tokenizer* tokenizer, const std::string& out_path,
                                     const ConvertOptions& options);
 
-// llama.cpp's general.file_type (LLAMA_FTYPE_*) for a file whose matrices are `type`.
-std::optional<uint32_t> gguf_file_type(DType type);
-
 }  // namespace splash

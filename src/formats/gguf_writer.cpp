@@ -317,4 +317,23 @@ Status GgufWriter::write(const std::string& path) const {
   return s;
 }
 
+std::optional<uint32_t> file_type_of(DType type) {
+  switch (type) {  // LLAMA_FTYPE_MOSTLY_*
+    case DType::kF32: return 0;
+    case DType::kF16: return 1;
+    case DType::kQ4_0: return 2;
+    case DType::kQ4_1: return 3;
+    case DType::kQ8_0: return 7;
+    case DType::kQ5_0: return 8;
+    case DType::kQ5_1: return 9;
+    case DType::kQ2_K: return 10;
+    case DType::kQ3_K: return 11;  // Q3_K_S
+    case DType::kQ4_K: return 14;  // Q4_K_S
+    case DType::kQ5_K: return 16;  // Q5_K_S
+    case DType::kQ6_K: return 18;
+    case DType::kBF16: return 32;
+    default: return std::nullopt;
+  }
+}
+
 }  // namespace splash::gguf

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <span>
 #include <string>
 #include <unordered_map>
@@ -81,5 +82,10 @@ class GgufWriter {
   std::unordered_map<std::string, size_t> tensor_index_;
   uint64_t data_size_ = 0;
 };
+
+// llama.cpp's general.file_type (llama_ftype) for a file whose matrices are all `type`: K-quants as
+// their _S mixes (the mixes closest to a single type; a mix's own value comes from its writer);
+// nullopt for types without one.
+std::optional<uint32_t> file_type_of(DType type);
 
 }  // namespace splash::gguf

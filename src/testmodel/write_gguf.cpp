@@ -16,22 +16,6 @@ namespace {
 using gguf::Value;
 using gguf::ValueType;
 
-// llama.cpp's general.file_type (llama_ftype): the mix's, or that of a "pure" file of one matrix type.
-uint32_t file_type_of(const TestModelSpec& s) {
-  if (s.gguf_mix != GgufMix::kPure) return gguf_mix_file_type(s.gguf_mix);
-  switch (s.gguf_type) {
-    case DType::kF32: return 0;
-    case DType::kF16: return 1;
-    case DType::kQ4_0: return 2;
-    case DType::kQ8_0: return 7;
-    case DType::kQ4_K: return 14;  // Q4_K_S
-    case DType::kQ5_K: return 16;  // Q5_K_S
-    case DType::kQ6_K: return 18;
-    case DType::kBF16: return 32;
-    default: return 0;
-  }
-}
-
 std::string gguf_arch(const TestModelSpec& s) {
   if (s.arch == "qwen3_next") return "qwen3next";
   if (s.arch == "qwen3_moe") return "qwen3moe";
@@ -63,7 +47,10 @@ Status set_metadata(gguf::GgufWriter& w, const TestModelSpec& s, const Tokenizer
   const std::string a = gguf_arch(s);
   SPLASH_TRY_STATUS(w.set_string("general.architecture", a));
   SPLASH_TRY_STATUS(w.set_string("general.name", str_cat("splash-test-", a)));
-  SPLASH_TRY_STATUS(w.set_u32("general.file_type", file_type_of(s)));
+  // llama.cpp's general.file_type: the mix's, or that of a file of one matrix type.
+  const std::optional<uint32_t> file_type =
+      s.gguf_mix != GgufMix::kPure ? gguf_mix_file_type(s.gguf_mix) : gguf::file_type_of(s.gguf_type);
+  if (file_type) SPLASH_TRY_STATUS(w.set_u32("general.file_type", *file_type));
   SPLASH_TRY_STATUS(w.set_u32("general.quantization_version", 2));
   SPLASH_TRY_STATUS(w.set_u32(a + ".context_length", s.context_length));
   SPLASH_TRY_STATUS(w.set_u32(a + ".embedding_length", s.n_embd));

@@ -10,6 +10,7 @@
 
 #include "tokenizer/model_tokenizer.h"
 #include "convert/convert.h"
+#include "formats/gguf_writer.h"
 #include "formats/gguf.h"
 #include "testmodel/test_model.h"
 
@@ -200,7 +201,16 @@ TEST_F(ConvertTest, QuantizedGgufStaysWithinTheFormatsError) {
     }
     EXPECT_GT(n_matrices, 0u);
     expect_same_tokens(a, b);
+    // llama.cpp's file type, as make-test-model writes it for a file of one type (Q4_K: Q4_K_S, 14).
+    auto g = gguf::GgufFile::open(out);
+    ASSERT_TRUE(g.ok()) << g.error_message();
+    ASSERT_TRUE(gguf::file_type_of(type).has_value());
+    auto ft = g->get_u32("general.file_type");
+    ASSERT_TRUE(ft.ok()) << ft.error_message();
+    EXPECT_EQ(*ft, *gguf::file_type_of(type));
   }
+  EXPECT_EQ(gguf::file_type_of(DType::kQ4_K), 14u);
+  EXPECT_EQ(gguf::file_type_of(DType::kQ8_0), 7u);
 }
 
 TEST_F(ConvertTest, MlxAffineQuantizationReadsBack) {
