@@ -2,12 +2,14 @@
 // head_dim 128, int8 KV): one query token over C cached tokens, every layer in turn as a decode step
 // runs them, so each layer's pages come from memory (the pool is far larger than the caches).
 // Reported as the KV bytes read per step / time (GB/s), to set beside `bench_matmul membw`.
-//   bench_attention [--benchmark_filter=decode/3000] ; SPLASH_BENCH_THREADS=1 for one thread
+//   bench_attention [--benchmark_filter=decode/int8/ctx:3000] ; SPLASH_BENCH_THREADS=1 for one thread,
+//   SPLASH_BENCH_ISA=avx2 for the AVX2 kernels on an AVX-512 machine
 #include <benchmark/benchmark.h>
 
 #include <cstdlib>
 #include <cstring>
 #include <random>
+#include <string>
 #include <algorithm>
 #include <vector>
 
@@ -64,6 +66,8 @@ void bm_decode(benchmark::State& state, KvFormat format) {
   p.n_head = kHeads;
   p.n_kv_head = kKvHeads;
   p.head_dim = kHeadDim;
+  if (const char* isa = std::getenv("SPLASH_BENCH_ISA"); isa != nullptr && std::string(isa) == "avx2")
+    p.level = IsaLevel::kAvx2;
   AttentionScratch scratch;
   PagedKvView view;
   view.geo = geo;

@@ -50,12 +50,15 @@ inline V load_elems(const float* p) { return Simd::load(p); }
 inline V load_elems(const int8_t* p) { return Simd::load_i8(p); }
 inline V load_elems(const uint16_t* p) { return Simd::load_bf16(p); }
 
-// Prefetches the bytes of elements [at, at + n) of pf (nullptr: nothing), a line at a time.
+// Prefetches the lines of pf (a 64-byte aligned run; nullptr: nothing) that start in elements
+// [at, at + n): passes that cover a run in pieces request each line once.
 template <class T>
 inline void prefetch_run(const T* pf, int64_t at, int n) {
   if (pf == nullptr) return;
-  const char* b = reinterpret_cast<const char*>(pf + at);
-  for (int o = 0; o < n * static_cast<int>(sizeof(T)); o += 64) _mm_prefetch(b + o, _MM_HINT_T0);
+  const char* base = reinterpret_cast<const char*>(pf);
+  const int64_t end = (at + n) * static_cast<int64_t>(sizeof(T));
+  for (int64_t o = (at * static_cast<int64_t>(sizeof(T)) + 63) & ~int64_t{63}; o < end; o += 64)
+    _mm_prefetch(base + o, _MM_HINT_T0);
 }
 
 template <int R, class T>
