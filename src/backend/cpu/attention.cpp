@@ -274,11 +274,11 @@ void attention(const float* q, int64_t n_q, int64_t q_pos0, const PagedKvView& k
 
     const int64_t pg0 = std::min(np, split * kSplitPages);
     const int64_t pg1 = n_split == 1 ? np : std::min(np, pg0 + kSplitPages);
-    // Loaded tiles (bf16 / f32 KV): whole heads prefetched three ahead, spread over the page (a burst
-    // of the group's 1,000+ lines at the page start held the core's miss buffers until it had
-    // arrived, then computed). In place (int8): the kernels prefetch the next head a few lines per
-    // step while they compute this one (bench_attention decode/int8 at 3,000 tokens: 14-18 ->
-    // 25-33 GB/s; two or three heads ahead measured lower).
+    // Loaded tiles (f32 KV, the scalar tier): whole heads prefetched three ahead, spread over the page
+    // (a burst of the group's 1,000+ lines at the page start held the core's miss buffers until it
+    // had arrived, then computed). In place (int8, bf16): the kernels prefetch the next head a few
+    // lines per step while they compute this one (bench_attention decode/int8 at 3,000 tokens:
+    // 14-18 -> 25-33 GB/s; two or three heads ahead measured lower).
     constexpr int64_t kAheadHeads = 3;
     constexpr int64_t kPfHeads = 1;
     auto prefetch_at = [&](int64_t idx) {  // idx: (page - pg0) * hpt + head in group
