@@ -8,11 +8,11 @@
 //   SPLASH_BENCH_ISA=avx2 for the AVX2 kernels on an AVX-512 machine
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
-#include <algorithm>
 #include <vector>
 
 #include "backend/cpu/attention.h"

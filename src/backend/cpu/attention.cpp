@@ -312,18 +312,22 @@ void attention(const float* q, int64_t n_q, int64_t q_pos0, const PagedKvView& k
           const uint8_t* pf_k = nullptr;
           const uint8_t* pf_v = nullptr;
           if (pf_pg < pg1) {
-            pf_k = kv.k_block(pf_pg) + pf_h * kv.geo.head_bytes();
-            pf_v = kv.v_block(pf_pg) + pf_h * kv.geo.head_bytes();
+            const uint8_t* kb = kv.k_block(pf_pg);
+            const uint8_t* vb = kv.v_block(pf_pg);
+            pf_k = kb + pf_h * kv.geo.head_bytes();
+            pf_v = vb + pf_h * kv.geo.head_bytes();
             if (int8) {
-              __builtin_prefetch(kv.k_block(pf_pg) + kv.geo.scales_offset(pf_h), 0, 3);
-              __builtin_prefetch(kv.v_block(pf_pg) + kv.geo.scales_offset(pf_h), 0, 3);
+              __builtin_prefetch(kb + kv.geo.scales_offset(pf_h), 0, 3);
+              __builtin_prefetch(vb + kv.geo.scales_offset(pf_h), 0, 3);
             }
           }
-          const uint8_t* k_codes = kv.k_block(pg) + h * kv.geo.head_bytes();
-          const uint8_t* v_codes = kv.v_block(pg) + h * kv.geo.head_bytes();
+          const uint8_t* kb = kv.k_block(pg);
+          const uint8_t* vb = kv.v_block(pg);
+          const uint8_t* k_codes = kb + h * kv.geo.head_bytes();
+          const uint8_t* v_codes = vb + h * kv.geo.head_bytes();
           if (int8) {
-            head_scales(kv.geo, kv.k_block(pg), h, nk, tl.kscale);
-            head_scales(kv.geo, kv.v_block(pg), h, nk, tl.vscale);
+            head_scales(kv.geo, kb, h, nk, tl.kscale);
+            head_scales(kv.geo, vb, h, nk, tl.vscale);
             K.scores_i8(qj, rows, as_i8(k_codes), nk, hd, tl.s, as_i8(pf_k));
             softmax_step(j, nk, kbase);
             K.accumulate_i8(accj, rows, tl.s, tl.alpha, as_i8(v_codes), nk, hd, as_i8(pf_v));

@@ -82,9 +82,9 @@ void scores_rows(const float* q, const T* k, int n4, int hd, float* s, const T* 
   }
 }
 
-// Keys as f32 (a loaded tile) or as the page's int8 codes read in place (decode: one conversion in
-// registers instead of a 16 KB f32 tile written and read back per head and page).
-// pf: see AttentionKernels::scores_kv (the first pass over the keys prefetches it).
+// Keys as f32 (a loaded tile) or as the page's int8 / bf16 codes read in place (decode: one
+// conversion in registers instead of a 16 KB f32 tile written and read back per head and page).
+// pf: see AttentionKernels::scores_i8 (the first pass over the keys prefetches it).
 template <class T>
 void scores(const float* q, int n_rows, const T* k, int n_keys, int hd, float* s, const T* pf) {
   const int n4 = (n_keys + 3) & ~3;
@@ -178,7 +178,7 @@ void accumulate_rows(float* acc, const float* p, const float* alpha, const T* v,
   for (; d < hd; d += Simd::kW) accumulate_block<R, 1>(acc, p, alpha, v, n_keys, hd, d, pf);
 }
 
-// Values as f32 or in place as int8 codes, as scores.
+// Values as f32 or in place as int8 / bf16 codes, as scores.
 template <class T>
 void accumulate(float* acc, int n_rows, const float* p, const float* alpha, const T* v, int n_keys, int hd,
                 const T* pf) {
