@@ -9,7 +9,11 @@
 // sums; the block ends in a single FMA with the 8 row scales times the activation scale. The same
 // call with M = n serves decode (GEMV): the group's bytes are one contiguous stream.
 
-// Software prefetch distance for the x8 streams (bytes ahead in a group's contiguous data).
+// Software prefetch distance for the x8 streams (bytes ahead in a group's contiguous data), used by
+// the 512-bit prefill kernels (matmul_gemm512_impl.h). These 256-bit kernels, which serve decode,
+// prefetch nothing: each group is one sequential stream on huge pages that the hardware prefetchers
+// follow, and the prefetch instructions only cost issue slots and L1 miss buffers (one thread's
+// decode 10-25% faster without them, two threads the same; PERFORMANCE.md, 2026-12-02 14:40).
 constexpr int64_t kX8PrefetchBytes = 1536;
 
 inline __m256i bcast4(const int8_t* p) {
@@ -37,8 +41,6 @@ void q4_0x8_micro(const uint8_t* gp, int64_t nb, const splash::cpu::QuantizedAct
   const __m256i m4 = _mm256_set1_epi8(0x0F);
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* p = gp + b * splash::cpu::kQ4_0x8BlockBytes;
-    _mm_prefetch(reinterpret_cast<const char*>(p + kX8PrefetchBytes), _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(p + kX8PrefetchBytes + 64), _MM_HINT_T0);
     __m256i isum[M];
     for (int m = 0; m < M; ++m) isum[m] = _mm256_setzero_si256();
     for (int s = 0; s < 4; ++s) {
@@ -87,8 +89,6 @@ void q8_0x8_micro(const uint8_t* gp, int64_t nb, const splash::cpu::QuantizedAct
   }
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* p = gp + b * splash::cpu::kQ8_0x8BlockBytes;
-    for (int64_t off = 0; off < splash::cpu::kQ8_0x8BlockBytes; off += 64)
-      _mm_prefetch(reinterpret_cast<const char*>(p + kX8PrefetchBytes + off), _MM_HINT_T0);
     __m256i isum[M];
     for (int m = 0; m < M; ++m) isum[m] = _mm256_setzero_si256();
     for (int s = 0; s < 8; ++s) {
@@ -141,9 +141,6 @@ void q45_kx8_micro(const uint8_t* gp, int64_t nb, const splash::cpu::QuantizedAc
     for (int j = 0; j < 8; ++j) {
       const int64_t b = b0 + j;
       const uint8_t* c = p + splash::cpu::kQ4_Kx8CodeOffset + kCodes * j;
-      // Two or three lines ahead per block: as many as the block has.
-      for (int64_t off = 0; off < kCodes; off += 64)
-        _mm_prefetch(reinterpret_cast<const char*>(c + kX8PrefetchBytes + off), _MM_HINT_T0);
       __m256i top = _mm256_setzero_si256();
       if constexpr (kFive) top = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c + 128));
       __m256i isum[M];
@@ -223,9 +220,6 @@ void q6_kx8_micro(const uint8_t* gp, int64_t nb, const splash::cpu::QuantizedAct
     for (int j = 0; j < 8; ++j) {
       const int64_t b = b0 + j;
       const uint8_t* c = p + splash::cpu::kQ6_Kx8BlockOffset + kQ6_Kx8BlockBytes * j;
-      // Three lines ahead per 192-byte block: 26 lines per super-block.
-      for (int64_t off = 0; off < kQ6_Kx8BlockBytes; off += 64)
-        _mm_prefetch(reinterpret_cast<const char*>(c + kX8PrefetchBytes + off), _MM_HINT_T0);
       __m256i sa[M], sb[M];
       for (int m = 0; m < M; ++m) sa[m] = sb[m] = _mm256_setzero_si256();
       for (int h = 0; h < 2; ++h) {
@@ -327,8 +321,6 @@ void mlx_x8_micro(const uint8_t* gp, int64_t nb, int subs, const splash::cpu::Qu
                            : splash::cpu::mlx4x8_group_bytes(32 * subs, kSb);
   for (int64_t b0 = 0; b0 < nb; b0 += subs) {
     const uint8_t* p = gp + b0 / subs * gb;
-    for (int64_t off = 0; off < gb; off += 64)
-      _mm_prefetch(reinterpret_cast<const char*>(p + kX8PrefetchBytes + off), _MM_HINT_T0);
     __m256 gsum[M];
     float dsum[M];
     for (int m = 0; m < M; ++m) {
