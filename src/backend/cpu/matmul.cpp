@@ -1,7 +1,9 @@
 #include "backend/cpu/matmul.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
+#include <memory>
 
 #include "backend/cpu/matmul_kernels.h"
 #include "backend/cpu/matmul_repack.h"
@@ -293,6 +295,66 @@ void dequantize_packed_row(const PackedWeights& w, int64_t r, float* out) {
   cpu::dequantize_row_scalar(w, r, out);
 }
 
+namespace {
+
+// Decode (one to a few activation rows): the weight rows are split into one contiguous share per
+// thread, each walked front to back in chunks of 64 rows; a thread done with its own share takes
+// chunks from the back of the others'. So each thread reads one sequential stream per product and
+// the threads' data only meet where a thief and an owner cross, while a slow or descheduled thread
+// still gets its work taken over. Against tasks that shrink from a quarter of the matrix to 64 rows,
+// handed out in turn (the split before, whose last half alternated 36 KB pieces between the
+// threads): 0.6B Q4_0 tg64 95.3 -> 105.1 tok/s (median of six alternating runs), the same beside a
+// busy-looping neighbour (docs/PERFORMANCE.md, 2026-12-02 15:00).
+template <class Run>
+void decode_shares(int64_t rows, int64_t group_rows, int threads, ThreadPool& pool, Run&& run) {
+  if (threads == 1) {
+    run(0, rows);
+    return;
+  }
+  constexpr int64_t kChunkRows = 64;
+  const int64_t chunk = (kChunkRows + group_rows - 1) / group_rows * group_rows;  // chunks start on a group
+  const int64_t n_chunks = (rows + chunk - 1) / chunk;
+  SPLASH_CHECK(n_chunks < (int64_t{1} << 32));
+  struct alignas(64) Share {
+    std::atomic<uint64_t> range;  // low 32 bits: the next chunk from the front; high 32: the end
+  };
+  constexpr int kStackShares = 16;
+  Share stack_shares[kStackShares];
+  std::unique_ptr<Share[]> heap_shares;
+  Share* shares = stack_shares;
+  if (threads > kStackShares) {
+    heap_shares = std::make_unique<Share[]>(static_cast<size_t>(threads));
+    shares = heap_shares.get();
+  }
+  for (int t = 0; t < threads; ++t) {
+    const auto f = static_cast<uint64_t>(n_chunks * t / threads);
+    const auto e = static_cast<uint64_t>(n_chunks * (t + 1) / threads);
+    shares[t].range.store(f | (e << 32), std::memory_order_relaxed);
+  }
+  // Takes one chunk from the front (the owner) or the back (a thief); -1 once the share is empty.
+  auto claim = [](Share& sh, bool front) -> int64_t {
+    uint64_t v = sh.range.load(std::memory_order_relaxed);
+    for (;;) {
+      const uint64_t f = v & 0xffffffffu, e = v >> 32;
+      if (f >= e) return -1;
+      const uint64_t next = front ? v + 1 : (f | ((e - 1) << 32));
+      if (sh.range.compare_exchange_weak(v, next, std::memory_order_relaxed))
+        return static_cast<int64_t>(front ? f : e - 1);
+    }
+  };
+  auto run_chunk = [&](int64_t c) { run(c * chunk, std::min(rows, (c + 1) * chunk)); };
+  // parallel_for's return orders every chunk's writes before the caller goes on.
+  pool.parallel_for(threads, [&](int64_t t, int) {
+    for (int64_t c; (c = claim(shares[t], true)) >= 0;) run_chunk(c);
+    for (int k = 1; k < threads; ++k) {
+      Share& other = shares[(t + k) % threads];
+      for (int64_t c; (c = claim(other, false)) >= 0;) run_chunk(c);
+    }
+  });
+}
+
+}  // namespace
+
 void matmul(const PackedWeights& w, const float* x, float* y, int64_t n, ThreadPool& pool) {
   if (n <= 0) return;
   SPLASH_CHECK(w.data() != nullptr);
@@ -341,24 +403,9 @@ void matmul(const PackedWeights& w, const float* x, float* y, int64_t n, ThreadP
     kernel(a);
   };
   if (n <= 8) {
-    // Decode: all activation rows in every task; weight rows in tasks that shrink from a quarter of
-    // the matrix (half of each thread's share) to 64 rows ("guided"). Each thread starts on one long
-    // sequential stream, and the small tasks at the end keep both busy to the end even when one
-    // runs slower. Against equal tasks of <= 256 rows: Qwen3-0.6B Q4_0 tg64 +10% (78.5 -> 86.6
-    // tok/s, six alternating runs), equal under a busy-looping neighbour (docs/PERFORMANCE.md).
-    constexpr int kMaxTasks = 96;
-    constexpr int64_t kMinRows = 64;
-    const int64_t gr = w.is_x8() ? w.group_rows() : 8;  // tasks start on a group
-    int64_t bounds[kMaxTasks + 1];
-    int n_tasks = 0;
-    bounds[0] = 0;
-    while (bounds[n_tasks] < rows) {
-      const int64_t at = bounds[n_tasks];
-      int64_t chunk = (std::max<int64_t>(kMinRows, (rows - at) / (2 * threads)) + gr - 1) / gr * gr;
-      if (n_tasks == kMaxTasks - 1) chunk = rows - at;
-      bounds[++n_tasks] = std::min(rows, at + chunk);
-    }
-    pool.parallel_for(n_tasks, [&](int64_t t, int) { run_tile(bounds[t], bounds[t + 1], 0, n); });
+    // Decode: all activation rows in every chunk (decode_shares).
+    decode_shares(rows, w.is_x8() ? w.group_rows() : 8, threads, pool,
+                  [&](int64_t r0, int64_t r1) { run_tile(r0, r1, 0, n); });
     return;
   }
   // Prefill: tiles of 32 weight rows x 64 activation rows, so the activation tile (64 x cols int8)

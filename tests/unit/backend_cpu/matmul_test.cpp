@@ -185,6 +185,29 @@ INSTANTIATE_TEST_SUITE_P(AllFormats, MatmulFormat,
                                            "MLX4_g64_bf16", "MLX4_g32_f16", "MLX8_g32_f16", "MLX8_g64_bf16"),
                          [](const auto& info) { return info.param; });
 
+TEST(Matmul, DecodeSplitGivesTheSameResultForEveryThreadCount) {
+  // Decode products (n <= 8) split the rows into one share of 64-row chunks per thread, and idle
+  // threads take chunks from the back of the others' shares. Rows that are not a multiple of the
+  // chunk, more threads than cores, and more than 16 threads (the shares move off the stack): every
+  // output row must be computed exactly once, the same way as on one thread.
+  for (const char* name : {"Q4_0", "F32", "MLX4_g32_f16"}) {
+    const int64_t rows = 1037, cols = name[0] == 'F' ? 96 : 128;
+    const Case c = make_case(name, rows, cols, 77);
+    auto packed = c.pack(best_isa_level());
+    ASSERT_TRUE(packed.ok()) << packed.error_message();
+    ThreadPool pool1(1);
+    for (int64_t n : {1, 3, 8}) {
+      const auto x = test::random_floats(static_cast<size_t>(n * cols), 5 + static_cast<uint32_t>(n));
+      const auto y1 = run(*packed, x, n, pool1);
+      for (int threads : {2, 3, 5, 17}) {
+        SCOPED_TRACE(str_cat(name, " n=", n, " threads=", threads));
+        ThreadPool pool(threads);
+        for (int rep = 0; rep < 3; ++rep) EXPECT_EQ(run(*packed, x, n, pool), y1);
+      }
+    }
+  }
+}
+
 TEST(Matmul, Avx512PathsNeedAnAvx512Cpu) {
   if (best_isa_level() < IsaLevel::kAvx512)
     GTEST_SKIP() << "this CPU lacks AVX-512 VNNI (" << cpu_features_summary()
