@@ -10,7 +10,8 @@
 // call with M = n serves decode (GEMV): the group's bytes are one contiguous stream.
 
 // Software prefetch distance for the x8 streams (bytes ahead in a group's contiguous data), used by
-// the 512-bit prefill kernels (matmul_gemm512_impl.h). These 256-bit kernels, which serve decode,
+// the 512-bit prefill kernels (matmul_gemm512_impl.h, matmul_float512_impl.h for tiles of several
+// rows). These 256-bit kernels, which serve decode,
 // prefetch nothing: each group is one sequential stream on huge pages that the hardware prefetchers
 // follow, and the prefetch instructions only cost issue slots and L1 miss buffers (one thread's
 // decode 10-25% faster without them, two threads the same; PERFORMANCE.md, 2026-12-02 14:40).
