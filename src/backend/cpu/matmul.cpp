@@ -301,10 +301,11 @@ namespace {
 // thread, each walked front to back in chunks of 64 rows; a thread done with its own share takes
 // chunks from the back of the others'. So each thread reads one sequential stream per product and
 // the threads' data only meet where a thief and an owner cross, while a slow or descheduled thread
-// still gets its work taken over. Against tasks that shrink from a quarter of the matrix to 64 rows,
-// handed out in turn (the split before, whose last half alternated 36 KB pieces between the
-// threads): 0.6B Q4_0 tg64 95.3 -> 105.1 tok/s (median of six alternating runs), the same beside a
-// busy-looping neighbour (docs/PERFORMANCE.md, 2026-12-02 15:00).
+// still gets its work taken over. The split before handed out tasks shrinking from a quarter of the
+// matrix to 64 rows in turn, so its last half alternated 36 KB pieces between the threads; in a
+// microbenchmark such pieces stream at half the rate of one run per thread. End to end (0.6B Q4_0,
+// two threads) +3-10%, within this host's noise, and the same beside a busy-looping neighbour
+// (docs/PERFORMANCE.md, "Decode without software prefetch, one share per thread").
 template <class Run>
 void decode_shares(int64_t rows, int64_t group_rows, int threads, ThreadPool& pool, Run&& run) {
   if (threads == 1) {
