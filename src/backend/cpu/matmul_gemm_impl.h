@@ -10,11 +10,11 @@
 // call with M = n serves decode (GEMV): the group's bytes are one contiguous stream.
 
 // Software prefetch distance for the x8 streams (bytes ahead in a group's contiguous data), used by
-// the 512-bit prefill kernels (matmul_gemm512_impl.h, matmul_float512_impl.h for tiles of several
-// rows). These 256-bit kernels, which serve decode,
+// the 512-bit prefill kernels (matmul_gemm512_impl.h; matmul_float512_impl.h for tiles of several
+// rows). These 256-bit kernels, which serve decode and tiles of fewer than 8 activation rows,
 // prefetch nothing: each group is one sequential stream on huge pages that the hardware prefetchers
-// follow, and the prefetch instructions only cost issue slots and L1 miss buffers (one thread's
-// decode 10-25% faster without them, two threads the same; PERFORMANCE.md, 2026-12-02 14:40).
+// follow, and prefetch instructions only cost issue slots and L1 miss buffers (one thread's decode
+// 10-25% faster without them, two threads the same; docs/PERFORMANCE.md, 2026-12-02).
 constexpr int64_t kX8PrefetchBytes = 1536;
 
 inline __m256i bcast4(const int8_t* p) {
