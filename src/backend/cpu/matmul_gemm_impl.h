@@ -162,44 +162,44 @@ void q45_kx8_micro(const uint8_t* gp, int64_t nb, const splash::cpu::QuantizedAc
     for (int j = 0; j < 8; ++j) {
       const int64_t b = b0 + j;
       const uint8_t* c = p + splash::cpu::kQ4_Kx8CodeOffset + kCodes * j;
-      __m256i top = _mm256_setzero_si256();
-      if constexpr (kFive) top = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c + 128));
       __m256i isum[M];
-      for (int m = 0; m < M; ++m) isum[m] = _mm256_setzero_si256();
-      for (int s = 0; s < 4; ++s) {
-        const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c + 32 * s));
-        __m256i lo = _mm256_and_si256(v, m4);
-        __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-        if constexpr (kFive) {  // bit s -> bit 4 for the low nibble, bit 4 + s -> bit 4 for the high
+      if constexpr (kFive) {
+        const __m256i top = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c + 128));
+        for (int m = 0; m < M; ++m) isum[m] = _mm256_setzero_si256();
+        for (int s = 0; s < 4; ++s) {
+          const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c + 32 * s));
+          // bit s -> bit 4 for the low nibble, bit 4 + s -> bit 4 for the high
           const __m256i b4 = _mm256_set1_epi8(0x10);
-          lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_slli_epi16(top, 4 - s), b4));
-          hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_srli_epi16(top, s), b4));
-        }
-        for (int m = 0; m < M; ++m) {
-          const __m256i xl = bcast4(xq[m] + b * 32 + 4 * s);
-          const __m256i xh = bcast4(xq[m] + b * 32 + 16 + 4 * s);
+          const __m256i lo = _mm256_or_si256(_mm256_and_si256(v, m4), _mm256_and_si256(_mm256_slli_epi16(top, 4 - s), b4));
+          const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4),
+                                             _mm256_and_si256(_mm256_srli_epi16(top, s), b4));
+          for (int m = 0; m < M; ++m) {
+            const __m256i xl = bcast4(xq[m] + b * 32 + 4 * s);
+            const __m256i xh = bcast4(xq[m] + b * 32 + 16 + 4 * s);
 #if SPLASH_SIMD_VNNI
-          isum[m] = _mm256_dpbusd_epi32(_mm256_dpbusd_epi32(isum[m], lo, xl), hi, xh);
+            isum[m] = _mm256_dpbusd_epi32(_mm256_dpbusd_epi32(isum[m], lo, xl), hi, xh);
 #else
-          const __m256i pair = _mm256_add_epi16(_mm256_maddubs_epi16(lo, xl), _mm256_maddubs_epi16(hi, xh));
-          if constexpr (kFive)  // 5-bit codes: 2 x 31 x 127 x 2 per step fits int16, four steps would not
+            // 5-bit codes: 2 x 31 x 127 x 2 per step fits int16, four steps would not
+            const __m256i pair = _mm256_add_epi16(_mm256_maddubs_epi16(lo, xl), _mm256_maddubs_epi16(hi, xh));
             isum[m] = _mm256_add_epi32(isum[m], _mm256_madd_epi16(pair, _mm256_set1_epi16(1)));
-          else
-            isum[m] = _mm256_add_epi16(isum[m], pair);
 #endif
+          }
         }
+      } else {
+        const int8_t* x[M];
+        __m256i zero[M];
+        for (int m = 0; m < M; ++m) {
+          x[m] = xq[m] + b * 32;
+          zero[m] = _mm256_setzero_si256();
+        }
+        nibble_block_sums<M>(c, x, zero, isum);
       }
       const __m256 sc = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(
           _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + splash::cpu::kQ4_Kx8ScOffset + 8 * j))));
       const __m256 mn = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(
           _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + splash::cpu::kQ4_Kx8MinOffset + 8 * j))));
       for (int m = 0; m < M; ++m) {
-#if SPLASH_SIMD_VNNI
-        const __m256i i32 = isum[m];
-#else
-        const __m256i i32 = kFive ? isum[m] : _mm256_madd_epi16(isum[m], _mm256_set1_epi16(1));
-#endif
-        ssum[m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i32), _mm256_mul_ps(sc, _mm256_set1_ps(xd[m][b])), ssum[m]);
+        ssum[m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[m]), _mm256_mul_ps(sc, _mm256_set1_ps(xd[m][b])), ssum[m]);
         msum[m] = _mm256_fmadd_ps(mn, _mm256_set1_ps(xs[m][b]), msum[m]);
       }
     }
