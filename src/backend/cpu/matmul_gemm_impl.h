@@ -63,6 +63,18 @@ inline void nibble_block_sums(const uint8_t* c, const int8_t* const* x, const __
 #endif
 }
 
+// The same from zero, for block b of the M activation rows at xq.
+template <int M>
+inline void nibble_block_sums_from_zero(const uint8_t* c, const int8_t* const* xq, int64_t b, __m256i* out) {
+  const int8_t* x[M];
+  __m256i zero[M];
+  for (int m = 0; m < M; ++m) {
+    x[m] = xq[m] + b * 32;
+    zero[m] = _mm256_setzero_si256();
+  }
+  nibble_block_sums<M>(c, x, zero, out);
+}
+
 // Q4_0x8, 8 rows x M activation rows.
 template <int M>
 void q4_0x8_micro(const uint8_t* gp, int64_t nb, const splash::cpu::QuantizedActs& qx, int64_t i0,
@@ -186,13 +198,7 @@ void q45_kx8_micro(const uint8_t* gp, int64_t nb, const splash::cpu::QuantizedAc
           }
         }
       } else {
-        const int8_t* x[M];
-        __m256i zero[M];
-        for (int m = 0; m < M; ++m) {
-          x[m] = xq[m] + b * 32;
-          zero[m] = _mm256_setzero_si256();
-        }
-        nibble_block_sums<M>(c, x, zero, isum);
+        nibble_block_sums_from_zero<M>(c, xq, b, isum);
       }
       const __m256 sc = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(
           _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + splash::cpu::kQ4_Kx8ScOffset + 8 * j))));
@@ -366,13 +372,7 @@ void mlx_x8_micro(const uint8_t* gp, int64_t nb, int subs, const splash::cpu::Qu
           }
         }
       } else {
-        const int8_t* x[M];
-        __m256i zero[M];
-        for (int m = 0; m < M; ++m) {
-          x[m] = xq[m] + b * 32;
-          zero[m] = _mm256_setzero_si256();
-        }
-        nibble_block_sums<M>(c, x, zero, isum);
+        nibble_block_sums_from_zero<M>(c, xq, b, isum);
       }
       for (int m = 0; m < M; ++m) {
         gsum[m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[m]), _mm256_set1_ps(xd[m][b]), gsum[m]);
