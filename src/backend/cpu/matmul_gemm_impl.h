@@ -24,14 +24,17 @@ inline __m256i bcast4(const int8_t* p) {
 }
 
 // The int32 sums of one 32-value block of 4-bit codes (the 4 code steps of a Q4_0x8 block at `c`)
-// against the block's activations of M rows (`x[m]`), each started from `init[m]`. VNNI sums in
+// against block b of M activation rows (`xq[m]`), each started from `init[m]`. VNNI sums in
 // int32, so the high nibbles need no shift per step: masked in place they are 16 times their value,
 // summed apart and shifted once per block (exact: that sum is a multiple of 16), two instructions per
 // step instead of three. AVX2 keeps the sums in int16 (each vpmaddubsw lane at most 2 x 15 x 127 =
 // 3810, and 8 of them stay below 32767) and widens them once per block with vpmaddwd.
 template <int M>
-inline void nibble_block_sums(const uint8_t* c, const int8_t* const* x, const __m256i* init, __m256i* out) {
+inline void nibble_block_sums(const uint8_t* c, const int8_t* const* xq, int64_t b, const __m256i* init,
+                              __m256i* out) {
   const __m256i m4 = _mm256_set1_epi8(0x0F);
+  const int8_t* x[M];
+  for (int m = 0; m < M; ++m) x[m] = xq[m] + b * 32;
 #if SPLASH_SIMD_VNNI
   __m256i lo_sum[M], hi_sum[M];
   for (int m = 0; m < M; ++m) {
@@ -63,16 +66,12 @@ inline void nibble_block_sums(const uint8_t* c, const int8_t* const* x, const __
 #endif
 }
 
-// The same from zero, for block b of the M activation rows at xq.
+// The same from zero.
 template <int M>
 inline void nibble_block_sums_from_zero(const uint8_t* c, const int8_t* const* xq, int64_t b, __m256i* out) {
-  const int8_t* x[M];
   __m256i zero[M];
-  for (int m = 0; m < M; ++m) {
-    x[m] = xq[m] + b * 32;
-    zero[m] = _mm256_setzero_si256();
-  }
-  nibble_block_sums<M>(c, x, zero, out);
+  for (int m = 0; m < M; ++m) zero[m] = _mm256_setzero_si256();
+  nibble_block_sums<M>(c, xq, b, zero, out);
 }
 
 // Q4_0x8, 8 rows x M activation rows.
@@ -91,14 +90,10 @@ void q4_0x8_micro(const uint8_t* gp, int64_t nb, const splash::cpu::QuantizedAct
   }
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* p = gp + b * splash::cpu::kQ4_0x8BlockBytes;
-    const int8_t* x[M];
+    // (q - 8) x = q x - 8 sum(x): the offset folds into the integer sum exactly.
     __m256i i32[M];
-    for (int m = 0; m < M; ++m) {
-      x[m] = xq[m] + b * 32;
-      // (q - 8) x = q x - 8 sum(x): the offset folds into the integer sum exactly.
-      i32[m] = _mm256_set1_epi32(-8 * xs[m][b]);
-    }
-    nibble_block_sums<M>(p + 16, x, i32, i32);
+    for (int m = 0; m < M; ++m) i32[m] = _mm256_set1_epi32(-8 * xs[m][b]);
+    nibble_block_sums<M>(p + 16, xq, b, i32, i32);
     const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
     for (int m = 0; m < M; ++m)
       acc[m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i32[m]), _mm256_mul_ps(d, _mm256_set1_ps(xd[m][b])), acc[m]);
@@ -163,7 +158,6 @@ void q45_kx8_micro(const uint8_t* gp, int64_t nb, const splash::cpu::QuantizedAc
     xs[m] = qx.dsum_row(i0 + m);
     acc[m] = _mm256_setzero_ps();
   }
-  const __m256i m4 = _mm256_set1_epi8(0x0F);
   for (int64_t b0 = 0; b0 < nb; b0 += 8) {
     const uint8_t* p = gp + b0 / 8 * kSuper;
     __m256 ssum[M], msum[M];
@@ -176,12 +170,12 @@ void q45_kx8_micro(const uint8_t* gp, int64_t nb, const splash::cpu::QuantizedAc
       const uint8_t* c = p + splash::cpu::kQ4_Kx8CodeOffset + kCodes * j;
       __m256i isum[M];
       if constexpr (kFive) {
+        const __m256i m4 = _mm256_set1_epi8(0x0F), b4 = _mm256_set1_epi8(0x10);
         const __m256i top = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c + 128));
         for (int m = 0; m < M; ++m) isum[m] = _mm256_setzero_si256();
         for (int s = 0; s < 4; ++s) {
           const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c + 32 * s));
           // bit s -> bit 4 for the low nibble, bit 4 + s -> bit 4 for the high
-          const __m256i b4 = _mm256_set1_epi8(0x10);
           const __m256i lo = _mm256_or_si256(_mm256_and_si256(v, m4), _mm256_and_si256(_mm256_slli_epi16(top, 4 - s), b4));
           const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4),
                                              _mm256_and_si256(_mm256_srli_epi16(top, s), b4));
