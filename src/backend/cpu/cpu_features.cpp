@@ -3,6 +3,7 @@
 #include <cpuid.h>
 
 #include <cstdint>
+#include <cstring>
 
 namespace splash {
 
@@ -18,6 +19,14 @@ uint64_t read_xcr0() {
 CpuFeatures detect() {
   CpuFeatures f;
   unsigned a = 0, b = 0, c = 0, d = 0;
+  if (__get_cpuid(0, &a, &b, &c, &d)) {
+    char id[12];  // the vendor string is EBX, EDX, ECX in that order
+    std::memcpy(id, &b, 4);
+    std::memcpy(id + 4, &d, 4);
+    std::memcpy(id + 8, &c, 4);
+    if (std::memcmp(id, "GenuineIntel", 12) == 0) f.vendor = CpuVendor::kIntel;
+    if (std::memcmp(id, "AuthenticAMD", 12) == 0) f.vendor = CpuVendor::kAmd;
+  }
   if (!__get_cpuid(1, &a, &b, &c, &d)) return f;
   const bool osxsave = (c >> 27) & 1;
   f.fma = (c >> 12) & 1;
@@ -94,7 +103,7 @@ std::string cpu_features_summary() {
   add(f.avx512vnni, "avx512vnni");
   add(f.avx512bf16, "avx512bf16");
   add(f.avx_vnni, "avxvnni");
-  s += " (best: ";
+  s += f.vendor == CpuVendor::kIntel ? " (intel, best: " : f.vendor == CpuVendor::kAmd ? " (amd, best: " : " (best: ";
   s += isa_level_name(best_isa_level());
   s += ')';
   return s;

@@ -7,7 +7,10 @@
 
 namespace splash {
 
+enum class CpuVendor { kOther, kIntel, kAmd };
+
 struct CpuFeatures {
+  CpuVendor vendor = CpuVendor::kOther;  // CPUID leaf 0: "GenuineIntel", "AuthenticAMD"
   bool avx2 = false;
   bool fma = false;
   bool f16c = false;
@@ -42,7 +45,7 @@ IsaLevel clamp_isa_level(IsaLevel requested);
 
 const char* isa_level_name(IsaLevel level);  // "scalar", "avx2", "avx512"
 
-// One line for logs: "avx2 fma f16c avx512f ... (best: avx512)".
+// One line for logs: "avx2 fma f16c avx512f ... (intel, best: avx512)" (the vendor when known).
 std::string cpu_features_summary();
 
 }  // namespace splash

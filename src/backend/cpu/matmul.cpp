@@ -295,6 +295,10 @@ void dequantize_packed_row(const PackedWeights& w, int64_t r, float* out) {
   cpu::dequantize_row_scalar(w, r, out);
 }
 
+int64_t default_stream_prefetch_bytes() {
+  return cpu_features().vendor == CpuVendor::kIntel ? 2048 : 0;
+}
+
 namespace {
 
 // Decode (one to a few activation rows): the weight rows are split into one contiguous share per
@@ -401,6 +405,7 @@ void matmul(const PackedWeights& w, const float* x, float* y, int64_t n, ThreadP
     a.r1 = r1;
     a.i0 = i0;
     a.i1 = i1;
+    a.prefetch = w.stream_prefetch_bytes();
     kernel(a);
   };
   if (n <= 8) {

@@ -78,6 +78,12 @@ struct WeightRows {
   int64_t rows = 0;
 };
 
+// The decode prefetch distance for this CPU (PackedWeights::stream_prefetch_bytes): 2 KiB on Intel,
+// whose hardware streamers stop at every 4 KiB boundary even on huge pages (0.6B Q4_0 decode +23% on
+// a Sapphire Rapids-class host), 0 elsewhere (a Zen 4 host's decode lost 10-25% with any distance
+// from 256 B to 6 KB). docs/PERFORMANCE.md, "Decode prefetch by vendor".
+int64_t default_stream_prefetch_bytes();
+
 class PackedWeights {
  public:
   PackedWeights() = default;
@@ -109,6 +115,11 @@ class PackedWeights {
   }
   // Rows per group of an interleaved layout: 16 for kF16x16 / kBF16x16, 8 for the other x8 formats.
   int group_rows() const { return format_ == WeightFormat::kF16x16 || format_ == WeightFormat::kBF16x16 ? 16 : 8; }
+  // How far ahead (bytes) the decode kernels of the interleaved layouts prefetch this matrix's stream
+  // into L1; 0 leaves it to the hardware prefetchers. Set at pack time to
+  // default_stream_prefetch_bytes(); changing it never changes results (benchmarks compare values).
+  int64_t stream_prefetch_bytes() const { return stream_prefetch_bytes_; }
+  void set_stream_prefetch_bytes(int64_t bytes) { stream_prefetch_bytes_ = bytes < 0 ? 0 : bytes; }
 
  private:
   friend Result<PackedWeights> pack_weights(DType, const void*, int64_t, int64_t, IsaLevel, std::string_view);
@@ -128,6 +139,7 @@ class PackedWeights {
   int group_size_ = 0;
   DType scale_dtype_ = DType::kF32;
   int64_t group_bytes_ = 0;
+  int64_t stream_prefetch_bytes_ = default_stream_prefetch_bytes();
   ArenaBuffer storage_;  // repacked copy when the file layout is not the kernel's (on huge pages)
 };
 

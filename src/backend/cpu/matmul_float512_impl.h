@@ -18,7 +18,7 @@ inline __m512 load_f16x16(const uint8_t* p) {
 // Rows of group `gp` x activation rows [i0, i0 + M). Decode (M = 1) keeps four accumulators over
 // consecutive columns so the FMAs do not wait on each other.
 template <bool kBf16, int M>
-void f16x16_micro(const uint8_t* gp, int64_t cols, const float* x, int64_t i0, __m512* out) {
+void f16x16_micro(const uint8_t* gp, int64_t cols, const float* x, int64_t i0, __m512* out, int64_t pf) {
   constexpr int kAcc = M == 1 ? 4 : 1;
   __m512 acc[M][kAcc];
   for (int m = 0; m < M; ++m)
@@ -28,12 +28,14 @@ void f16x16_micro(const uint8_t* gp, int64_t cols, const float* x, int64_t i0, _
   int64_t c = 0;
   for (; c + 4 <= cols; c += 4) {
     const uint8_t* p = gp + c * 32;
-    // Decode (M = 1) leaves the stream to the hardware prefetchers: one thread's F16 / BF16 decode
-    // 24-25 -> 30-31 GB/s without these; tiles of several rows (prefill) measured the same either
-    // way (within noise) and keep them.
+    // Decode (M = 1) prefetches as the matrix says (PackedWeights::stream_prefetch_bytes: none on a
+    // Zen 4 host, where one thread's F16 / BF16 decode ran 24-25 -> 30-31 GB/s without); tiles of
+    // several rows (prefill) measured the same either way (within noise) and keep theirs.
     if constexpr (M > 1) {
       _mm_prefetch(reinterpret_cast<const char*>(p + kX8PrefetchBytes), _MM_HINT_T0);
       _mm_prefetch(reinterpret_cast<const char*>(p + kX8PrefetchBytes + 64), _MM_HINT_T0);
+    } else if (pf) {
+      prefetch_l1(p + pf, 128);
     }
     for (int j = 0; j < 4; ++j) {
       const __m512 w = load_f16x16<kBf16>(p + 32 * j);
@@ -58,7 +60,7 @@ template <bool kBf16, int M>
 void f16x16_step(const splash::PackedWeights& w, const uint8_t* gp, const splash::cpu::KernelArgs& a, int64_t i,
                  int64_t row0) {
   __m512 v[M];
-  f16x16_micro<kBf16, M>(gp, w.cols(), a.x, i, v);
+  f16x16_micro<kBf16, M>(gp, w.cols(), a.x, i, v, a.prefetch);
   const int64_t valid = std::min<int64_t>(16, w.rows() - row0);
   const __mmask16 keep = static_cast<__mmask16>((1u << valid) - 1u);
   for (int m = 0; m < M; ++m) _mm512_mask_storeu_ps(a.y + (i + m) * w.rows() + row0, keep, v[m]);

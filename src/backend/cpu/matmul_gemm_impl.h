@@ -11,11 +11,18 @@
 
 // Software prefetch distance for the x8 streams (bytes ahead in a group's contiguous data), used by
 // the 512-bit prefill kernels (matmul_gemm512_impl.h; matmul_float512_impl.h for tiles of several
-// rows). These 256-bit kernels, which serve decode and tiles of fewer than 8 activation rows,
-// prefetch nothing: each group is one sequential stream on huge pages that the hardware prefetchers
-// follow, and prefetch instructions only cost issue slots and L1 miss buffers (one thread's decode
-// 10-25% faster without them, two threads the same; docs/PERFORMANCE.md, 2026-12-02).
+// rows). These 256-bit kernels, which serve decode and tiles of fewer than 8 activation rows, take
+// theirs from the matrix instead (`pf`, PackedWeights::stream_prefetch_bytes, 0 = none): each group
+// is one sequential stream on huge pages, which AMD's hardware prefetchers follow to the end (there
+// the prefetch instructions only cost issue slots and miss buffers: one thread's decode 10-25% faster
+// without them) while Intel's stop at every 4 KiB boundary (there decode is 23% faster with them).
 constexpr int64_t kX8PrefetchBytes = 1536;
+
+// Prefetches the cache lines of [p, p + bytes) into L1 (a prefetch never faults, so the lines past
+// the end of a matrix are harmless).
+inline void prefetch_l1(const uint8_t* p, int64_t bytes) {
+  for (int64_t o = 0; o < bytes; o += 64) _mm_prefetch(reinterpret_cast<const char*>(p + o), _MM_HINT_T0);
+}
 
 inline __m256i bcast4(const int8_t* p) {
   int32_t v;
@@ -77,7 +84,7 @@ inline void nibble_block_sums_from_zero(const uint8_t* c, const int8_t* const* x
 // Q4_0x8, 8 rows x M activation rows.
 template <int M>
 void q4_0x8_micro(const uint8_t* gp, int64_t nb, const splash::cpu::QuantizedActs& qx, int64_t i0,
-                  __m256* out) {
+                  __m256* out, int64_t pf) {
   const int8_t* xq[M];
   const float* xd[M];
   const int32_t* xs[M];
@@ -90,6 +97,7 @@ void q4_0x8_micro(const uint8_t* gp, int64_t nb, const splash::cpu::QuantizedAct
   }
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* p = gp + b * splash::cpu::kQ4_0x8BlockBytes;
+    if (pf) prefetch_l1(p + pf, splash::cpu::kQ4_0x8BlockBytes);
     // (q - 8) x = q x - 8 sum(x): the offset folds into the integer sum exactly.
     __m256i i32[M];
     for (int m = 0; m < M; ++m) i32[m] = _mm256_set1_epi32(-8 * xs[m][b]);
@@ -106,7 +114,7 @@ void q4_0x8_micro(const uint8_t* gp, int64_t nb, const splash::cpu::QuantizedAct
 // 32512, which fits int16 once but not twice, so every step widens to int32.
 template <int M>
 void q8_0x8_micro(const uint8_t* gp, int64_t nb, const splash::cpu::QuantizedActs& qx, int64_t i0,
-                  __m256* out) {
+                  __m256* out, int64_t pf) {
   const int8_t* xq[M];
   const float* xd[M];
   __m256 acc[M];
@@ -117,6 +125,7 @@ void q8_0x8_micro(const uint8_t* gp, int64_t nb, const splash::cpu::QuantizedAct
   }
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* p = gp + b * splash::cpu::kQ8_0x8BlockBytes;
+    if (pf) prefetch_l1(p + pf, splash::cpu::kQ8_0x8BlockBytes);
     __m256i isum[M];
     for (int m = 0; m < M; ++m) isum[m] = _mm256_setzero_si256();
     for (int s = 0; s < 8; ++s) {
@@ -145,7 +154,7 @@ void q8_0x8_micro(const uint8_t* gp, int64_t nb, const splash::cpu::QuantizedAct
 // kFive: Q5_Kx8, the same with each block's fifth bits ORed in as bit 4 of the codes.
 template <int M, bool kFive>
 void q45_kx8_micro(const uint8_t* gp, int64_t nb, const splash::cpu::QuantizedActs& qx, int64_t i0,
-                   __m256* out) {
+                   __m256* out, int64_t pf) {
   constexpr int64_t kSuper = kFive ? splash::cpu::kQ5_Kx8SuperBytes : splash::cpu::kQ4_Kx8SuperBytes;
   constexpr int64_t kCodes = kFive ? splash::cpu::kQ5_Kx8CodeBytes : splash::cpu::kQ4_Kx8CodeBytes;
   const int8_t* xq[M];
@@ -168,6 +177,7 @@ void q45_kx8_micro(const uint8_t* gp, int64_t nb, const splash::cpu::QuantizedAc
     for (int j = 0; j < 8; ++j) {
       const int64_t b = b0 + j;
       const uint8_t* c = p + splash::cpu::kQ4_Kx8CodeOffset + kCodes * j;
+      if (pf) prefetch_l1(p + pf + kSuper * j / 8, kSuper / 8);  // the super-block ahead, an eighth per block
       __m256i isum[M];
       if constexpr (kFive) {
         const __m256i m4 = _mm256_set1_epi8(0x0F), b4 = _mm256_set1_epi8(0x10);
@@ -217,7 +227,7 @@ void q45_kx8_micro(const uint8_t* gp, int64_t nb, const splash::cpu::QuantizedAc
 // the block ends in one FMA with the activation scale; d multiplies once per super-block.
 template <int M>
 void q6_kx8_micro(const uint8_t* gp, int64_t nb, const splash::cpu::QuantizedActs& qx, int64_t i0,
-                  __m256* out) {
+                  __m256* out, int64_t pf) {
   using splash::cpu::kQ6_Kx8BlockBytes;
   using splash::cpu::kQ6_Kx8SuperBytes;
   const int8_t* xq[M];
@@ -241,6 +251,7 @@ void q6_kx8_micro(const uint8_t* gp, int64_t nb, const splash::cpu::QuantizedAct
     for (int j = 0; j < 8; ++j) {
       const int64_t b = b0 + j;
       const uint8_t* c = p + splash::cpu::kQ6_Kx8BlockOffset + kQ6_Kx8BlockBytes * j;
+      if (pf) prefetch_l1(p + pf + kQ6_Kx8SuperBytes * j / 8, kQ6_Kx8SuperBytes / 8);
       __m256i sa[M], sb[M];
       for (int m = 0; m < M; ++m) sa[m] = sb[m] = _mm256_setzero_si256();
       for (int h = 0; h < 2; ++h) {
@@ -324,7 +335,7 @@ inline int mlx_scale_kind(splash::DType t) { return t == splash::DType::kF16 ? 1
 // taken as bias + 128 x scale.
 template <int ST, bool kEight, int M>
 void mlx_x8_micro(const uint8_t* gp, int64_t nb, int subs, const splash::cpu::QuantizedActs& qx, int64_t i0,
-                  __m256* out) {
+                  __m256* out, int64_t pf) {
   constexpr int kSb = mlx_scale_bytes(ST);
   constexpr int64_t kCodes = kEight ? 256 : 128;  // code bytes per 32 values
   const int8_t* xq[M];
@@ -350,6 +361,7 @@ void mlx_x8_micro(const uint8_t* gp, int64_t nb, int subs, const splash::cpu::Qu
     for (int k = 0; k < subs; ++k) {
       const int64_t b = b0 + k;
       const uint8_t* c = p + 16 * kSb + kCodes * k;
+      if (pf) prefetch_l1(p + pf + gb * k / subs, gb / subs);  // the group ahead, a share per block
       __m256i isum[M];
       for (int m = 0; m < M; ++m) isum[m] = _mm256_setzero_si256();
       if constexpr (kEight) {
@@ -386,48 +398,48 @@ void mlx_x8_micro(const uint8_t* gp, int64_t nb, int subs, const splash::cpu::Qu
 struct MicroQ4_0x8 {
   template <int M>
   static void run(const splash::PackedWeights&, const uint8_t* gp, int64_t nb, const splash::cpu::QuantizedActs& qx,
-                  int64_t i0, __m256* out) {
-    q4_0x8_micro<M>(gp, nb, qx, i0, out);
+                  int64_t i0, __m256* out, int64_t pf) {
+    q4_0x8_micro<M>(gp, nb, qx, i0, out, pf);
   }
 };
 struct MicroQ8_0x8 {
   template <int M>
   static void run(const splash::PackedWeights&, const uint8_t* gp, int64_t nb, const splash::cpu::QuantizedActs& qx,
-                  int64_t i0, __m256* out) {
-    q8_0x8_micro<M>(gp, nb, qx, i0, out);
+                  int64_t i0, __m256* out, int64_t pf) {
+    q8_0x8_micro<M>(gp, nb, qx, i0, out, pf);
   }
 };
 struct MicroQ4_Kx8 {
   template <int M>
   static void run(const splash::PackedWeights&, const uint8_t* gp, int64_t nb, const splash::cpu::QuantizedActs& qx,
-                  int64_t i0, __m256* out) {
-    q45_kx8_micro<M, false>(gp, nb, qx, i0, out);
+                  int64_t i0, __m256* out, int64_t pf) {
+    q45_kx8_micro<M, false>(gp, nb, qx, i0, out, pf);
   }
 };
 struct MicroQ5_Kx8 {
   template <int M>
   static void run(const splash::PackedWeights&, const uint8_t* gp, int64_t nb, const splash::cpu::QuantizedActs& qx,
-                  int64_t i0, __m256* out) {
-    q45_kx8_micro<M, true>(gp, nb, qx, i0, out);
+                  int64_t i0, __m256* out, int64_t pf) {
+    q45_kx8_micro<M, true>(gp, nb, qx, i0, out, pf);
   }
 };
 struct MicroQ6_Kx8 {
   template <int M>
   static void run(const splash::PackedWeights&, const uint8_t* gp, int64_t nb, const splash::cpu::QuantizedActs& qx,
-                  int64_t i0, __m256* out) {
-    q6_kx8_micro<M>(gp, nb, qx, i0, out);
+                  int64_t i0, __m256* out, int64_t pf) {
+    q6_kx8_micro<M>(gp, nb, qx, i0, out, pf);
   }
 };
 template <bool kEight>
 struct MicroMlxX8 {
   template <int M>
   static void run(const splash::PackedWeights& w, const uint8_t* gp, int64_t nb,
-                  const splash::cpu::QuantizedActs& qx, int64_t i0, __m256* out) {
+                  const splash::cpu::QuantizedActs& qx, int64_t i0, __m256* out, int64_t pf) {
     const int subs = w.group_size() / 32;
     switch (mlx_scale_kind(w.scale_dtype())) {
-      case 1: mlx_x8_micro<1, kEight, M>(gp, nb, subs, qx, i0, out); break;
-      case 2: mlx_x8_micro<2, kEight, M>(gp, nb, subs, qx, i0, out); break;
-      default: mlx_x8_micro<0, kEight, M>(gp, nb, subs, qx, i0, out); break;
+      case 1: mlx_x8_micro<1, kEight, M>(gp, nb, subs, qx, i0, out, pf); break;
+      case 2: mlx_x8_micro<2, kEight, M>(gp, nb, subs, qx, i0, out, pf); break;
+      default: mlx_x8_micro<0, kEight, M>(gp, nb, subs, qx, i0, out, pf); break;
     }
   }
 };
@@ -436,9 +448,9 @@ using MicroMlx8x8 = MicroMlxX8<true>;
 
 template <class Micro, int M>
 void x8_step(const splash::PackedWeights& w, const uint8_t* gp, int64_t nb, const splash::cpu::KernelArgs& a,
-             int64_t i, int64_t row0) {
+             int64_t i, int64_t row0, int64_t pf) {
   __m256 v[M];
-  Micro::template run<M>(w, gp, nb, *a.qx, i, v);
+  Micro::template run<M>(w, gp, nb, *a.qx, i, v, pf);
   store_x8<M>(v, a.y, w.rows(), i, row0, w.rows());
 }
 
@@ -451,11 +463,13 @@ void x8_tile(const splash::cpu::KernelArgs& a) {
   for (int64_t g = a.r0 / 8; g * 8 < a.r1; ++g) {
     const uint8_t* gp = w.data() + g * w.group_bytes();
     int64_t i = a.i0;
-    for (; i + 4 <= a.i1; i += 4) x8_step<Micro, 4>(w, gp, nb, a, i, g * 8);
+    // Only the first pass over the group streams it from memory; the later ones find it in L1.
+    auto pf = [&a](int64_t at) { return at == a.i0 ? a.prefetch : 0; };
+    for (; i + 4 <= a.i1; i += 4) x8_step<Micro, 4>(w, gp, nb, a, i, g * 8, pf(i));
     switch (a.i1 - i) {
-      case 3: x8_step<Micro, 3>(w, gp, nb, a, i, g * 8); break;
-      case 2: x8_step<Micro, 2>(w, gp, nb, a, i, g * 8); break;
-      case 1: x8_step<Micro, 1>(w, gp, nb, a, i, g * 8); break;
+      case 3: x8_step<Micro, 3>(w, gp, nb, a, i, g * 8, pf(i)); break;
+      case 2: x8_step<Micro, 2>(w, gp, nb, a, i, g * 8, pf(i)); break;
+      case 1: x8_step<Micro, 1>(w, gp, nb, a, i, g * 8, pf(i)); break;
       default: break;
     }
   }

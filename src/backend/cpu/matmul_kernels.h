@@ -38,6 +38,7 @@ struct KernelArgs {
   float* y = nullptr;
   int64_t r0 = 0, r1 = 0;
   int64_t i0 = 0, i1 = 0;
+  int64_t prefetch = 0;  // the x8 / x16 decode kernels' prefetch distance (PackedWeights::stream_prefetch_bytes)
 };
 using TileKernel = void (*)(const KernelArgs& a);
 
