@@ -350,6 +350,7 @@ void mlx_x8_micro(const uint8_t* gp, int64_t nb, int subs, const splash::cpu::Qu
   }
   const int64_t gb = kEight ? splash::cpu::mlx8x8_group_bytes(32 * subs, kSb)
                            : splash::cpu::mlx4x8_group_bytes(32 * subs, kSb);
+  const int64_t slice = (gb + subs - 1) / subs;  // prefetched per block (no division in the loop)
   for (int64_t b0 = 0; b0 < nb; b0 += subs) {
     const uint8_t* p = gp + b0 / subs * gb;
     __m256 gsum[M];
@@ -361,7 +362,7 @@ void mlx_x8_micro(const uint8_t* gp, int64_t nb, int subs, const splash::cpu::Qu
     for (int k = 0; k < subs; ++k) {
       const int64_t b = b0 + k;
       const uint8_t* c = p + 16 * kSb + kCodes * k;
-      if (pf) prefetch_l1(p + pf + gb * k / subs, gb / subs);  // the group ahead, a share per block
+      if (pf) prefetch_l1(p + pf + slice * k, slice);  // the group ahead, a share per block
       __m256i isum[M];
       for (int m = 0; m < M; ++m) isum[m] = _mm256_setzero_si256();
       if constexpr (kEight) {
