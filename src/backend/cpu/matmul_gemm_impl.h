@@ -109,37 +109,55 @@ void q4_0x8_micro(const uint8_t* gp, int64_t nb, const splash::cpu::QuantizedAct
   for (int m = 0; m < M; ++m) out[m] = acc[m];
 }
 
-// Q8_0x8, 8 rows x M activation rows. Signed codes meet signed activations through the sign trick
+// The int32 sums of one 32-value block of signed 8-bit codes (the 8 code steps of a Q8_0x8 block at
+// `c`) against block b of M activation rows, for 8 rows. With VNNI the codes go in as unsigned w + 128
+// (the top bit flipped) against the signed activations, one vpdpbusd per step and row, and - 128
+// sum(x) (xs: the activation blocks' code sums) starts the sum: exact. AVX2 uses the sign trick
 // |w| x (x sign(w)) (|-128| read as u8 128); a vpmaddubsw pair sum then reaches 2 x 128 x 127 =
 // 32512, which fits int16 once but not twice, so every step widens to int32.
+template <int M>
+inline void signed_code_sums(const uint8_t* c, const int8_t* const* xq, int64_t b, const int32_t* const* xs,
+                             __m256i* out) {
+#if SPLASH_SIMD_VNNI
+  const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
+  for (int m = 0; m < M; ++m) out[m] = _mm256_set1_epi32(-128 * xs[m][b]);
+  for (int s = 0; s < 8; ++s) {
+    const __m256i u = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(c + 32 * s)), flip);
+    for (int m = 0; m < M; ++m) out[m] = _mm256_dpbusd_epi32(out[m], u, bcast4(xq[m] + b * 32 + 4 * s));
+  }
+#else
+  (void)xs;  // the sign trick needs no offset
+  for (int m = 0; m < M; ++m) out[m] = _mm256_setzero_si256();
+  for (int s = 0; s < 8; ++s) {
+    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c + 32 * s));
+    const __m256i av = _mm256_sign_epi8(v, v);
+    for (int m = 0; m < M; ++m) {
+      const __m256i sx = _mm256_sign_epi8(bcast4(xq[m] + b * 32 + 4 * s), v);
+      out[m] = _mm256_add_epi32(out[m], _mm256_madd_epi16(_mm256_maddubs_epi16(av, sx), _mm256_set1_epi16(1)));
+    }
+  }
+#endif
+}
+
+// Q8_0x8, 8 rows x M activation rows (signed_code_sums per block).
 template <int M>
 void q8_0x8_micro(const uint8_t* gp, int64_t nb, const splash::cpu::QuantizedActs& qx, int64_t i0,
                   __m256* out, int64_t pf) {
   const int8_t* xq[M];
   const float* xd[M];
+  const int32_t* xs[M];
   __m256 acc[M];
   for (int m = 0; m < M; ++m) {
     xq[m] = qx.q_row(i0 + m);
     xd[m] = qx.d_row(i0 + m);
+    xs[m] = qx.qsum_row(i0 + m);
     acc[m] = _mm256_setzero_ps();
   }
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* p = gp + b * splash::cpu::kQ8_0x8BlockBytes;
     if (pf) prefetch_l1(p + pf, splash::cpu::kQ8_0x8BlockBytes);
     __m256i isum[M];
-    for (int m = 0; m < M; ++m) isum[m] = _mm256_setzero_si256();
-    for (int s = 0; s < 8; ++s) {
-      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 16 + 32 * s));
-      const __m256i av = _mm256_sign_epi8(v, v);
-      for (int m = 0; m < M; ++m) {
-        const __m256i sx = _mm256_sign_epi8(bcast4(xq[m] + b * 32 + 4 * s), v);
-#if SPLASH_SIMD_VNNI
-        isum[m] = _mm256_dpbusd_epi32(isum[m], av, sx);
-#else
-        isum[m] = _mm256_add_epi32(isum[m], _mm256_madd_epi16(_mm256_maddubs_epi16(av, sx), _mm256_set1_epi16(1)));
-#endif
-      }
-    }
+    signed_code_sums<M>(p + 16, xq, b, xs, isum);
     const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
     for (int m = 0; m < M; ++m)
       acc[m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[m]), _mm256_mul_ps(d, _mm256_set1_ps(xd[m][b])), acc[m]);
@@ -341,11 +359,13 @@ void mlx_x8_micro(const uint8_t* gp, int64_t nb, int subs, const splash::cpu::Qu
   const int8_t* xq[M];
   const float* xd[M];
   const float* xs[M];
+  const int32_t* xi[M];
   __m256 acc[M];
   for (int m = 0; m < M; ++m) {
     xq[m] = qx.q_row(i0 + m);
     xd[m] = qx.d_row(i0 + m);
     xs[m] = qx.dsum_row(i0 + m);
+    xi[m] = qx.qsum_row(i0 + m);
     acc[m] = _mm256_setzero_ps();
   }
   const int64_t gb = kEight ? splash::cpu::mlx8x8_group_bytes(32 * subs, kSb)
@@ -364,20 +384,8 @@ void mlx_x8_micro(const uint8_t* gp, int64_t nb, int subs, const splash::cpu::Qu
       const uint8_t* c = p + 16 * kSb + kCodes * k;
       if (pf) prefetch_l1(p + pf + slice * k, slice);  // the group ahead, a share per block
       __m256i isum[M];
-      for (int m = 0; m < M; ++m) isum[m] = _mm256_setzero_si256();
       if constexpr (kEight) {
-        for (int s = 0; s < 8; ++s) {  // as q8_0x8_micro
-          const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c + 32 * s));
-          const __m256i av = _mm256_sign_epi8(v, v);
-          for (int m = 0; m < M; ++m) {
-            const __m256i sx = _mm256_sign_epi8(bcast4(xq[m] + b * 32 + 4 * s), v);
-#if SPLASH_SIMD_VNNI
-            isum[m] = _mm256_dpbusd_epi32(isum[m], av, sx);
-#else
-            isum[m] = _mm256_add_epi32(isum[m], _mm256_madd_epi16(_mm256_maddubs_epi16(av, sx), _mm256_set1_epi16(1)));
-#endif
-          }
-        }
+        signed_code_sums<M>(c, xq, b, xi, isum);  // the stored code - 128, as Q8_0's codes
       } else {
         nibble_block_sums_from_zero<M>(c, xq, b, isum);
       }
