@@ -1,6 +1,8 @@
 #include "backend/cpu/cpu_features.h"
 
 #include <cpuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <cstdint>
 #include <cstring>
@@ -46,6 +48,9 @@ CpuFeatures detect() {
     f.avx512bw = ((b >> 30) & 1) && f.os_avx512;
     f.avx512vl = ((b >> 31) & 1) && f.os_avx512;
     f.avx512vnni = ((c >> 11) & 1) && f.os_avx512;
+    // AMX-TILE (EDX bit 24) and AMX-INT8 (bit 25), with XTILECFG and XTILEDATA enabled in XCR0.
+    const bool os_tiles = osxsave && avx && (read_xcr0() & 0x60000) == 0x60000;
+    f.amx_int8 = ((d >> 24) & 1) && ((d >> 25) & 1) && os_tiles && f.os_avx512;
     __cpuid_count(7, 1, a, b, c, d);
     f.avx_vnni = ((a >> 4) & 1) && f.os_avx;
     f.avx512bf16 = ((a >> 5) & 1) && f.os_avx512;
@@ -60,6 +65,16 @@ CpuFeatures detect() {
 const CpuFeatures& cpu_features() {
   static const CpuFeatures features = detect();
   return features;
+}
+
+bool amx_usable() {
+  static const bool usable = [] {
+    if (!cpu_features().amx_int8 || best_isa_level() < IsaLevel::kAvx512) return false;
+    constexpr long kReqXcompPerm = 0x1023;  // ARCH_REQ_XCOMP_PERM
+    constexpr long kXtileData = 18;         // XFEATURE_XTILEDATA
+    return syscall(SYS_arch_prctl, kReqXcompPerm, kXtileData) == 0;
+  }();
+  return usable;
 }
 
 IsaLevel best_isa_level() {
@@ -103,6 +118,7 @@ std::string cpu_features_summary() {
   add(f.avx512vnni, "avx512vnni");
   add(f.avx512bf16, "avx512bf16");
   add(f.avx_vnni, "avxvnni");
+  add(f.amx_int8, "amx-int8");
   s += f.vendor == CpuVendor::kIntel ? " (intel, best: " : f.vendor == CpuVendor::kAmd ? " (amd, best: " : " (best: ";
   s += isa_level_name(best_isa_level());
   s += ')';

@@ -22,6 +22,7 @@ struct CpuFeatures {
   bool avx512vnni = false;
   bool avx512bf16 = false;
   bool avx_vnni = false;     // VEX-encoded VNNI (Alder Lake, Zen 5); detected, not used yet
+  bool amx_int8 = false;     // AMX tiles with int8 dot products, and the OS saves tile state (XCR0)
   bool os_avx = false;       // the OS saves YMM state (XCR0)
   bool os_avx512 = false;    // the OS saves ZMM / opmask state (XCR0)
 };
@@ -44,6 +45,11 @@ IsaLevel best_isa_level();
 IsaLevel clamp_isa_level(IsaLevel requested);
 
 const char* isa_level_name(IsaLevel level);  // "scalar", "avx2", "avx512"
+
+// Whether this process may use the AMX tiles: the CPU and OS support them (amx_int8) and Linux
+// granted the tile data permission (arch_prctl ARCH_REQ_XCOMP_PERM, asked once, on the first call).
+// Thread-safe. The AMX matmul kernels may only run after it returned true.
+bool amx_usable();
 
 // One line for logs: "avx2 fma f16c avx512f ... (intel, best: avx512)" (the vendor when known).
 std::string cpu_features_summary();

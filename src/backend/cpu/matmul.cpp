@@ -295,6 +295,11 @@ void dequantize_packed_row(const PackedWeights& w, int64_t r, float* out) {
   cpu::dequantize_row_scalar(w, r, out);
 }
 
+bool PackedWeights::uses_amx() const {
+  return amx_allowed_ && isa_ >= IsaLevel::kAvx512 &&
+         (format_ == WeightFormat::kQ4_0x8 || format_ == WeightFormat::kQ8_0x8) && amx_usable();
+}
+
 int64_t default_stream_prefetch_bytes() {
   return cpu_features().vendor == CpuVendor::kIntel ? 2048 : 0;
 }
@@ -395,7 +400,7 @@ void matmul(const PackedWeights& w, const float* x, float* y, int64_t n, ThreadP
   }
 
   const int64_t rows = w.rows();
-  auto run_tile = [&](int64_t r0, int64_t r1, int64_t i0, int64_t i1) {
+  auto run_tile = [&](TileKernel k, int64_t r0, int64_t r1, int64_t i0, int64_t i1) {
     KernelArgs a;
     a.w = &w;
     a.x = x;
@@ -406,23 +411,25 @@ void matmul(const PackedWeights& w, const float* x, float* y, int64_t n, ThreadP
     a.i0 = i0;
     a.i1 = i1;
     a.prefetch = w.stream_prefetch_bytes();
-    kernel(a);
+    k(a);
   };
   if (n <= 8) {
     // Decode: all activation rows in every chunk (decode_shares).
     decode_shares(rows, w.is_x8() ? w.group_rows() : 8, threads, pool,
-                  [&](int64_t r0, int64_t r1) { run_tile(r0, r1, 0, n); });
+                  [&](int64_t r0, int64_t r1) { run_tile(kernel, r0, r1, 0, n); });
     return;
   }
   // Prefill: tiles of 32 weight rows x 64 activation rows, so the activation tile (64 x cols int8)
-  // stays in L2 while consecutive tasks stream weight tiles past it.
+  // stays in L2 while consecutive tasks stream weight tiles past it. On AMX, tiles of 16 x 16.
+  const TileKernel prefill = n >= 16 && w.uses_amx() ? cpu::amx_x8_kernel(w.format()) : kernel;
+  SPLASH_CHECK(prefill != nullptr);
   constexpr int64_t row_chunk = 32, x_chunk = 64;
   const int64_t n_row_tasks = (rows + row_chunk - 1) / row_chunk;
   const int64_t n_x_tasks = (n + x_chunk - 1) / x_chunk;
   pool.parallel_for(n_row_tasks * n_x_tasks, [&](int64_t t, int) {
     const int64_t xt = t / n_row_tasks, rt = t % n_row_tasks;
     const int64_t r0 = rt * row_chunk, i0 = xt * x_chunk;
-    run_tile(r0, std::min(rows, r0 + row_chunk), i0, std::min(n, i0 + x_chunk));
+    run_tile(prefill, r0, std::min(rows, r0 + row_chunk), i0, std::min(n, i0 + x_chunk));
   });
 }
 

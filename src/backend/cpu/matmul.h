@@ -120,6 +120,11 @@ class PackedWeights {
   // default_stream_prefetch_bytes(); changing it never changes results (benchmarks compare values).
   int64_t stream_prefetch_bytes() const { return stream_prefetch_bytes_; }
   void set_stream_prefetch_bytes(int64_t bytes) { stream_prefetch_bytes_ = bytes < 0 ? 0 : bytes; }
+  // Whether prefill products (16 or more activation rows) run on the AMX tiles: Q4_0 / Q8_0 (x8
+  // layouts) on a CPU where amx_usable(), unless turned off here (tests and benchmarks compare the
+  // two: the results are bit-identical, as the integer sums are exact and the float steps the same).
+  bool uses_amx() const;
+  void set_amx_allowed(bool allowed) { amx_allowed_ = allowed; }
 
  private:
   friend Result<PackedWeights> pack_weights(DType, const void*, int64_t, int64_t, IsaLevel, std::string_view);
@@ -140,6 +145,7 @@ class PackedWeights {
   DType scale_dtype_ = DType::kF32;
   int64_t group_bytes_ = 0;
   int64_t stream_prefetch_bytes_ = default_stream_prefetch_bytes();
+  bool amx_allowed_ = true;
   ArenaBuffer storage_;  // repacked copy when the file layout is not the kernel's (on huge pages)
 };
 

@@ -49,6 +49,9 @@ TileKernel avx512_kernel(WeightFormat f);
 // The x8-layout kernels (Q4_0x8, Q8_0x8; matmul_repack.h), nullptr for other formats.
 TileKernel avx2_x8_kernel(WeightFormat f);
 TileKernel avx512_x8_kernel(WeightFormat f);
+// AMX int8 tiles for prefill (matmul_amx.cpp): kQ4_0x8 and kQ8_0x8, nullptr otherwise. Only called
+// when amx_usable(); rows and activation rows that do not fill a 16 x 16 tile go to avx512_x8_kernel.
+TileKernel amx_x8_kernel(WeightFormat f);
 
 // Activation quantizers, rows [i0, i1) of x ([n, cols]) into qx (already sized). All levels produce
 // bit-identical output, so kernels of different levels see the same int8 inputs.

@@ -234,6 +234,33 @@ TEST(Matmul, DecodePrefetchDistanceDoesNotChangeResults) {
   }
 }
 
+TEST(Matmul, AmxPrefillGivesTheAvx512Results) {
+  // Prefill of Q4_0 / Q8_0 on the AMX tiles (16 x 16 tiles; what does not fill one goes to the
+  // AVX-512 kernel) must give exactly the AVX-512 kernel's results: exact integer block sums, the
+  // same float steps. Awkward sizes: rows not a multiple of 16 (an odd last group, padding rows),
+  // activation rows not a multiple of 16, several 64-row tasks.
+  if (!amx_usable()) GTEST_SKIP() << "no AMX-INT8 here (" << cpu_features_summary() << "): the AMX kernels were not exercised";
+  ThreadPool pool(2);
+  for (const char* name : {"Q4_0", "Q8_0"}) {
+    for (int64_t rows : {int64_t{16}, int64_t{77}, int64_t{200}}) {
+      const int64_t cols = 320;
+      const Case c = make_case(name, rows, cols, 13 + static_cast<uint32_t>(rows));
+      auto packed = c.pack(IsaLevel::kAvx512);
+      ASSERT_TRUE(packed.ok()) << packed.error_message();
+      ASSERT_TRUE(packed->uses_amx());
+      for (int64_t n : {16, 37, 130}) {
+        SCOPED_TRACE(str_cat(name, " rows=", rows, " n=", n));
+        const auto x = test::random_floats(static_cast<size_t>(n * cols), 3 + static_cast<uint32_t>(n));
+        const auto y_amx = run(*packed, x, n, pool);
+        packed->set_amx_allowed(false);
+        EXPECT_FALSE(packed->uses_amx());
+        EXPECT_EQ(run(*packed, x, n, pool), y_amx);
+        packed->set_amx_allowed(true);
+      }
+    }
+  }
+}
+
 TEST(Matmul, Avx512PathsNeedAnAvx512Cpu) {
   if (best_isa_level() < IsaLevel::kAvx512)
     GTEST_SKIP() << "this CPU lacks AVX-512 VNNI (" << cpu_features_summary()
