@@ -46,17 +46,7 @@ struct alignas(64) TileConfig {
 constexpr int64_t kTileRows = 16;   // activation rows per A tile, weight rows per B tile
 constexpr int64_t kBTileBytes = 512;  // 8 rows x 64 bytes
 
-inline __m512i load_pair(const uint8_t* p0, const uint8_t* p1) {
-  return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p0))),
-                            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p1)), 1);
-}
-
-inline __m512 scales_pair(const uint8_t* p0, const uint8_t* p1) {
-  const __m256i h = _mm256_inserti128_si256(
-      _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p0))),
-      _mm_loadu_si128(reinterpret_cast<const __m128i*>(p1)), 1);
-  return _mm512_cvtph_ps(h);
-}
+#include "backend/cpu/matmul_pair512_impl.h"
 
 // B tiles and weight scales of groups g (p0) and g + 1 (p1), every block, into bt / dt.
 template <bool kQ4>

@@ -1,5 +1,5 @@
 // Internal to backend/cpu: 512-bit versions of the x8 micro-kernels (matmul_gemm_impl.h) for
-// AVX-512 VNNI, included only by matmul_avx512.cpp, after matmul_gemm_impl.h and inside its
+// AVX-512 VNNI, included only by matmul_avx512.cpp, after matmul_gemm_impl.h and matmul_pair512_impl.h, inside its
 // anonymous namespace.
 //
 // The layout stays the x8 one (matmul_repack.h). A call takes two neighbouring groups at once
@@ -10,18 +10,6 @@
 
 // Fewer activation rows than this per tile take the 256-bit kernel (see x16_tile).
 constexpr int64_t kX16MinActRows = 8;
-
-inline __m512i load_pair(const uint8_t* p0, const uint8_t* p1) {
-  return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p0))),
-                            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p1)), 1);
-}
-
-inline __m512 scales_pair(const uint8_t* p0, const uint8_t* p1) {
-  const __m256i h = _mm256_inserti128_si256(
-      _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p0))),
-      _mm_loadu_si128(reinterpret_cast<const __m128i*>(p1)), 1);
-  return _mm512_cvtph_ps(h);
-}
 
 inline __m512i bcast4_512(const int8_t* p) {
   int32_t v;
