@@ -296,8 +296,9 @@ void dequantize_packed_row(const PackedWeights& w, int64_t r, float* out) {
 }
 
 bool PackedWeights::uses_amx() const {
-  return amx_allowed_ && isa_ >= IsaLevel::kAvx512 &&
-         (format_ == WeightFormat::kQ4_0x8 || format_ == WeightFormat::kQ8_0x8) && amx_usable();
+  const bool layout = format_ == WeightFormat::kQ4_0x8 || format_ == WeightFormat::kQ8_0x8 ||
+                      format_ == WeightFormat::kMlx4x8 || format_ == WeightFormat::kMlx8x8;
+  return amx_allowed_ && isa_ >= IsaLevel::kAvx512 && layout && amx_usable();
 }
 
 int64_t default_stream_prefetch_bytes() {

@@ -120,8 +120,8 @@ class PackedWeights {
   // default_stream_prefetch_bytes(); changing it never changes results (benchmarks compare values).
   int64_t stream_prefetch_bytes() const { return stream_prefetch_bytes_; }
   void set_stream_prefetch_bytes(int64_t bytes) { stream_prefetch_bytes_ = bytes < 0 ? 0 : bytes; }
-  // Whether prefill products (16 or more activation rows) run on the AMX tiles: Q4_0 / Q8_0 (x8
-  // layouts) on a CPU where amx_usable(), unless turned off here (tests and benchmarks compare the
+  // Whether prefill products (16 or more activation rows) run on the AMX tiles: Q4_0, Q8_0 and MLX
+  // 4 / 8-bit (x8 layouts) on a CPU where amx_usable(), unless turned off here (tests and benchmarks compare the
   // two: the results are bit-identical, as the integer sums are exact and the float steps the same).
   bool uses_amx() const;
   void set_amx_allowed(bool allowed) { amx_allowed_ = allowed; }

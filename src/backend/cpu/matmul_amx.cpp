@@ -1,4 +1,4 @@
-// AMX int8 prefill kernels for the Q4_0x8 and Q8_0x8 layouts (matmul_repack.h). Only called when
+// AMX int8 prefill kernels for the Q4_0x8, Q8_0x8 and MLX 4 / 8-bit x8 layouts (matmul_repack.h). Only called when
 // amx_usable(); built with the AVX-512 and AMX flags (src/CMakeLists.txt, files named *_amx.cpp).
 //
 // One tile product covers one 32-value block of 16 activation rows (tile A: 16 x 32 int8, read in
@@ -46,33 +46,124 @@ struct alignas(64) TileConfig {
 constexpr int64_t kTileRows = 16;   // activation rows per A tile, weight rows per B tile
 constexpr int64_t kBTileBytes = 512;  // 8 rows x 64 bytes
 
+#include "backend/cpu/matmul_mlx_scales_impl.h"
 #include "backend/cpu/matmul_pair512_impl.h"
 
-// B tiles and weight scales of groups g (p0) and g + 1 (p1), every block, into bt / dt.
-template <bool kQ4>
-void build_pair(const uint8_t* p0, const uint8_t* p1, int64_t nb, uint8_t* bt, float* dt) {
-  constexpr int64_t kBlock = kQ4 ? kQ4_0x8BlockBytes : kQ8_0x8BlockBytes;
-  const __m512i m4 = _mm512_set1_epi8(0x0F), eight = _mm512_set1_epi8(8);
-  for (int64_t b = 0; b < nb; ++b) {
-    const uint8_t* a0 = p0 + b * kBlock;
-    const uint8_t* a1 = p1 + b * kBlock;
-    uint8_t* t = bt + b * kBTileBytes;
-    if constexpr (kQ4) {
-      for (int s = 0; s < 4; ++s) {
-        const __m512i v = load_pair(a0 + 16 + 32 * s, a1 + 16 + 32 * s);
-        // q - 8 as signed bytes: codes 4s..4s+3 of the block, then codes 16 + 4s..
-        _mm512_store_si512(t + 64 * s, _mm512_sub_epi8(_mm512_and_si512(v, m4), eight));
-        _mm512_store_si512(t + 64 * (4 + s), _mm512_sub_epi8(_mm512_and_si512(_mm512_srli_epi16(v, 4), m4), eight));
-      }
-    } else {
-      for (int s = 0; s < 8; ++s) _mm512_store_si512(t + 64 * s, load_pair(a0 + 16 + 32 * s, a1 + 16 + 32 * s));
+// The layouts the AMX kernel takes. Q4_0 / Q8_0: one scale per block. MLX 4 / 8-bit (ST: the scale
+// type, as mlx_scales8): a scale and a bias per group of `subs` blocks, the codes as stored (4-bit
+// 0..15; 8-bit code - 128, the bias taken as bias + 128 x scale), as the VNNI kernel reads them.
+enum class Layout { kQ4_0, kQ8_0, kMlx4, kMlx8 };
+constexpr bool is_mlx(Layout l) { return l == Layout::kMlx4 || l == Layout::kMlx8; }
+constexpr bool is_4bit(Layout l) { return l == Layout::kQ4_0 || l == Layout::kMlx4; }
+
+// Per weight row pair: [nb] B tiles, [groups, 16] scales and (MLX) [groups, 16] biases.
+struct PairTiles {
+  uint8_t* b = nullptr;
+  float* scale = nullptr;
+  float* bias = nullptr;
+};
+
+// B tile of one block from the code steps of groups g (c0) and g + 1 (c1) into t; Q4_0's codes as
+// signed q - 8 (both formats then take signed x signed products: MLX's 0..15 are valid signed bytes).
+template <Layout L>
+void build_block(const uint8_t* c0, const uint8_t* c1, uint8_t* t) {
+  if constexpr (is_4bit(L)) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    const __m512i off = _mm512_set1_epi8(L == Layout::kQ4_0 ? 8 : 0);
+    for (int s = 0; s < 4; ++s) {
+      const __m512i v = load_pair(c0 + 32 * s, c1 + 32 * s);
+      _mm512_store_si512(t + 64 * s, _mm512_sub_epi8(_mm512_and_si512(v, m4), off));  // codes 4s..4s+3
+      _mm512_store_si512(t + 64 * (4 + s), _mm512_sub_epi8(_mm512_and_si512(_mm512_srli_epi16(v, 4), m4), off));  // 16 + 4s..
     }
-    _mm512_store_ps(dt + 16 * b, scales_pair(a0, a1));
+  } else {
+    for (int s = 0; s < 8; ++s) _mm512_store_si512(t + 64 * s, load_pair(c0 + 32 * s, c1 + 32 * s));
+  }
+}
+
+// The B tiles and scales of groups g (p0) and g + 1 (p1), every block.
+template <Layout L, int ST>
+void build_pair(const PackedWeights& w, const uint8_t* p0, const uint8_t* p1, int64_t nb, const PairTiles& out) {
+  if constexpr (!is_mlx(L)) {
+    constexpr int64_t kBlock = L == Layout::kQ4_0 ? kQ4_0x8BlockBytes : kQ8_0x8BlockBytes;
+    for (int64_t b = 0; b < nb; ++b) {
+      const uint8_t* a0 = p0 + b * kBlock;
+      const uint8_t* a1 = p1 + b * kBlock;
+      build_block<L>(a0 + 16, a1 + 16, out.b + b * kBTileBytes);
+      _mm512_store_ps(out.scale + 16 * b, scales_pair(a0, a1));
+    }
+  } else {
+    constexpr int kSb = mlx_scale_bytes(ST);
+    constexpr int64_t kCodes = L == Layout::kMlx8 ? 256 : 128;  // code bytes per block
+    const int64_t subs = w.group_size() / 32;
+    // Bytes of one MLX group (scales, biases, codes) of the 8 rows; w.group_bytes() is the x8 group's.
+    const int64_t gb = L == Layout::kMlx8 ? mlx8x8_group_bytes(32 * subs, kSb) : mlx4x8_group_bytes(32 * subs, kSb);
+    for (int64_t j = 0; j < nb / subs; ++j) {
+      const uint8_t* a0 = p0 + j * gb;
+      const uint8_t* a1 = p1 + j * gb;
+      for (int64_t k = 0; k < subs; ++k)
+        build_block<L>(a0 + 16 * kSb + kCodes * k, a1 + 16 * kSb + kCodes * k, out.b + (j * subs + k) * kBTileBytes);
+      const __m512 scale = mlx_scales_pair<ST>(a0, a1);
+      __m512 bias = mlx_scales_pair<ST>(a0 + 8 * kSb, a1 + 8 * kSb);
+      if constexpr (L == Layout::kMlx8) bias = _mm512_fmadd_ps(scale, _mm512_set1_ps(128.0f), bias);
+      _mm512_store_ps(out.scale + 16 * j, scale);
+      _mm512_store_ps(out.bias + 16 * j, bias);
+    }
+  }
+}
+
+// C (tile 0) = the int32 sums of block b: activation rows [i, i + 16) x the pair's 16 rows, into c.
+inline void block_sums(const QuantizedActs& qx, int64_t i, int64_t b, const uint8_t* bt, int32_t* c) {
+  _tile_zero(0);
+  _tile_loadd(1, qx.q_row(i) + b * 32, qx.cols);
+  _tile_loadd(2, bt + b * kBTileBytes, 64);
+  _tile_dpbssd(0, 1, 2);
+  _tile_stored(0, c, 64);
+}
+
+// Activation rows [i, i + 16) x the pair's 16 rows into acc, with the float steps of the 512-bit VNNI
+// kernel of the layout (q4_0x16_micro / q8_0x16_micro / mlx_x16_micro), in the same order.
+template <Layout L>
+void tile_rows(const PackedWeights& w, const QuantizedActs& qx, int64_t i, int64_t nb, const PairTiles& pt,
+               __m512* acc) {
+  alignas(64) int32_t c[kTileRows * 16];
+  for (int64_t t = 0; t < kTileRows; ++t) acc[t] = _mm512_setzero_ps();
+  if constexpr (!is_mlx(L)) {
+    for (int64_t b = 0; b < nb; ++b) {
+      block_sums(qx, i, b, pt.b, c);
+      const __m512 d = _mm512_load_ps(pt.scale + 16 * b);
+      for (int64_t t = 0; t < kTileRows; ++t) {
+        const __m512 s = _mm512_cvtepi32_ps(_mm512_load_si512(c + 16 * t));
+        acc[t] = _mm512_fmadd_ps(s, _mm512_mul_ps(d, _mm512_set1_ps(qx.d_row(i + t)[b])), acc[t]);
+      }
+    }
+  } else {
+    const int64_t subs = w.group_size() / 32;
+    for (int64_t j = 0; j < nb / subs; ++j) {
+      __m512 gsum[kTileRows];
+      float dsum[kTileRows];
+      for (int64_t t = 0; t < kTileRows; ++t) {
+        gsum[t] = _mm512_setzero_ps();
+        dsum[t] = 0.0f;
+      }
+      for (int64_t k = 0; k < subs; ++k) {
+        const int64_t b = j * subs + k;
+        block_sums(qx, i, b, pt.b, c);
+        for (int64_t t = 0; t < kTileRows; ++t) {
+          const __m512 s = _mm512_cvtepi32_ps(_mm512_load_si512(c + 16 * t));
+          gsum[t] = _mm512_fmadd_ps(s, _mm512_set1_ps(qx.d_row(i + t)[b]), gsum[t]);
+          dsum[t] += qx.dsum_row(i + t)[b];
+        }
+      }
+      const __m512 scale = _mm512_load_ps(pt.scale + 16 * j);
+      const __m512 bias = _mm512_load_ps(pt.bias + 16 * j);
+      for (int64_t t = 0; t < kTileRows; ++t)
+        acc[t] = _mm512_fmadd_ps(bias, _mm512_set1_ps(dsum[t]), _mm512_fmadd_ps(gsum[t], scale, acc[t]));
+    }
   }
 }
 
 // Rows [r0, r1) x activation rows [i0, i1): full 16 x 16 tiles on AMX, the rest on the AVX-512 kernel.
-template <bool kQ4>
+template <Layout L, int ST = 0>
 void amx_tile(const KernelArgs& a) {
   const PackedWeights& w = *a.w;
   const QuantizedActs& qx = *a.qx;
@@ -95,38 +186,26 @@ void amx_tile(const KernelArgs& a) {
   cfg.colsb[2] = 64;
   _tile_loadconfig(&cfg);
 
-  // Per thread, reused: [nb] B tiles (512 bytes each, 64-aligned) and [nb, 16] scales.
+  // Per thread, reused (64-byte lines): [nb] B tiles of 8 lines, [nb] scale and bias lines.
   struct alignas(64) Line {
     uint8_t bytes[64];
   };
-  thread_local std::vector<Line> b_tiles, scales;
-  if (b_tiles.size() < static_cast<size_t>(nb * 8)) b_tiles.resize(static_cast<size_t>(nb * 8));
-  if (scales.size() < static_cast<size_t>(nb)) scales.resize(static_cast<size_t>(nb));
-  auto* bt = b_tiles.data()->bytes;
-  auto* dt = reinterpret_cast<float*>(scales.data()->bytes);
-  alignas(64) int32_t c[kTileRows * 16];
+  thread_local std::vector<Line> lines;
+  if (lines.size() < static_cast<size_t>(nb * 10)) lines.resize(static_cast<size_t>(nb * 10));
+  PairTiles pt;
+  pt.b = lines.data()->bytes;
+  pt.scale = reinterpret_cast<float*>(lines[static_cast<size_t>(nb * 8)].bytes);
+  pt.bias = reinterpret_cast<float*>(lines[static_cast<size_t>(nb * 9)].bytes);
 
   for (int64_t g = g0; g < pairs_end; g += 2) {
     const uint8_t* p0 = w.data() + g * w.group_bytes();
-    build_pair<kQ4>(p0, p0 + w.group_bytes(), nb, bt, dt);
+    build_pair<L, ST>(w, p0, p0 + w.group_bytes(), nb, pt);
     const int64_t row0 = g * 8;
     const int64_t valid = std::min<int64_t>(16, w.rows() - row0);
     const __mmask16 keep = static_cast<__mmask16>((1u << valid) - 1u);
     for (int64_t i = a.i0; i < i_end; i += kTileRows) {
       __m512 acc[kTileRows];
-      for (auto& v : acc) v = _mm512_setzero_ps();
-      for (int64_t b = 0; b < nb; ++b) {
-        _tile_zero(0);
-        _tile_loadd(1, qx.q_row(i) + b * 32, qx.cols);
-        _tile_loadd(2, bt + b * kBTileBytes, 64);
-        _tile_dpbssd(0, 1, 2);
-        _tile_stored(0, c, 64);
-        const __m512 d = _mm512_load_ps(dt + 16 * b);
-        for (int64_t t = 0; t < kTileRows; ++t) {
-          const __m512 s = _mm512_cvtepi32_ps(_mm512_load_si512(c + 16 * t));
-          acc[t] = _mm512_fmadd_ps(s, _mm512_mul_ps(d, _mm512_set1_ps(qx.d_row(i + t)[b])), acc[t]);
-        }
-      }
+      tile_rows<L>(w, qx, i, nb, pt, acc);
       for (int64_t t = 0; t < kTileRows; ++t) _mm512_mask_storeu_ps(a.y + (i + t) * w.rows() + row0, keep, acc[t]);
     }
   }
@@ -146,11 +225,22 @@ void amx_tile(const KernelArgs& a) {
   }
 }
 
+template <Layout L>
+void amx_mlx_tile(const KernelArgs& a) {
+  switch (mlx_scale_kind(a.w->scale_dtype())) {
+    case 1: amx_tile<L, 1>(a); break;
+    case 2: amx_tile<L, 2>(a); break;
+    default: amx_tile<L, 0>(a); break;
+  }
+}
+
 }  // namespace
 
 TileKernel amx_x8_kernel(WeightFormat f) {
-  if (f == WeightFormat::kQ4_0x8) return amx_tile<true>;
-  if (f == WeightFormat::kQ8_0x8) return amx_tile<false>;
+  if (f == WeightFormat::kQ4_0x8) return amx_tile<Layout::kQ4_0>;
+  if (f == WeightFormat::kQ8_0x8) return amx_tile<Layout::kQ8_0>;
+  if (f == WeightFormat::kMlx4x8) return amx_mlx_tile<Layout::kMlx4>;
+  if (f == WeightFormat::kMlx8x8) return amx_mlx_tile<Layout::kMlx8>;
   return nullptr;
 }
 

@@ -103,10 +103,6 @@ void q8_0x16_micro(const uint8_t* p0, const uint8_t* p1, int64_t nb, const splas
   for (int m = 0; m < M; ++m) out[m] = acc[m];
 }
 
-template <int ST>
-inline __m512 mlx_scales_pair(const uint8_t* p0, const uint8_t* p1) {  // 8 scales at p0, then 8 at p1
-  return _mm512_insertf32x8(_mm512_castps256_ps512(mlx_scales8<ST>(p0)), mlx_scales8<ST>(p1), 1);
-}
 
 // MLX 4-bit / 8-bit x8, two groups x M activation rows: the 256-bit mlx_x8_micro on 16 rows at a
 // time (8-bit: q8_0x16_micro's signed-code loop).

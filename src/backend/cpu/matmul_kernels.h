@@ -49,7 +49,7 @@ TileKernel avx512_kernel(WeightFormat f);
 // The x8-layout kernels (Q4_0x8, Q8_0x8; matmul_repack.h), nullptr for other formats.
 TileKernel avx2_x8_kernel(WeightFormat f);
 TileKernel avx512_x8_kernel(WeightFormat f);
-// AMX int8 tiles for prefill (matmul_amx.cpp): kQ4_0x8 and kQ8_0x8, nullptr otherwise. Only called
+// AMX int8 tiles for prefill (matmul_amx.cpp): kQ4_0x8, kQ8_0x8, kMlx4x8, kMlx8x8, nullptr otherwise. Only called
 // when amx_usable(); rows and activation rows that do not fill a 16 x 16 tile go to avx512_x8_kernel.
 TileKernel amx_x8_kernel(WeightFormat f);
 

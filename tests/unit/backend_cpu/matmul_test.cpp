@@ -235,13 +235,13 @@ TEST(Matmul, DecodePrefetchDistanceDoesNotChangeResults) {
 }
 
 TEST(Matmul, AmxPrefillGivesTheAvx512Results) {
-  // Prefill of Q4_0 / Q8_0 on the AMX tiles (16 x 16 tiles; what does not fill one goes to the
+  // Prefill of Q4_0 / Q8_0 / MLX 4- and 8-bit on the AMX tiles (16 x 16 tiles; what does not fill one goes to the
   // AVX-512 kernel) must give exactly the AVX-512 kernel's results: exact integer block sums, the
   // same float steps. Awkward sizes: rows not a multiple of 16 (an odd last group, padding rows),
   // activation rows not a multiple of 16, several 64-row tasks.
   if (!amx_usable()) GTEST_SKIP() << "no AMX-INT8 here (" << cpu_features_summary() << "): the AMX kernels were not exercised";
   ThreadPool pool(2);
-  for (const char* name : {"Q4_0", "Q8_0"}) {
+  for (const char* name : {"Q4_0", "Q8_0", "MLX4_g64_bf16", "MLX4_g32_f16", "MLX8_g32_f16", "MLX8_g64_bf16"}) {
     for (int64_t rows : {int64_t{16}, int64_t{77}, int64_t{200}}) {
       const int64_t cols = 320;
       const Case c = make_case(name, rows, cols, 13 + static_cast<uint32_t>(rows));
