@@ -121,10 +121,11 @@ inline void block_sums(const QuantizedActs& qx, int64_t i, int64_t b, const uint
 }
 
 // Activation rows [i, i + 16) x the pair's 16 rows into acc, with the float steps of the 512-bit VNNI
-// kernel of the layout (q4_0x16_micro / q8_0x16_micro / mlx_x16_micro), in the same order.
+// kernel of the layout (q4_0x16_micro / q8_0x16_micro / mlx_x16_micro), in the same order. gsums (MLX):
+// the 16 rows' code sums per group, [16, groups].
 template <Layout L>
 void tile_rows(const PackedWeights& w, const QuantizedActs& qx, int64_t i, int64_t nb, const PairTiles& pt,
-               __m512* acc) {
+               const float* gsums, __m512* acc) {
   alignas(64) int32_t c[kTileRows * 16];
   for (int64_t t = 0; t < kTileRows; ++t) acc[t] = _mm512_setzero_ps();
   if constexpr (!is_mlx(L)) {
@@ -140,24 +141,19 @@ void tile_rows(const PackedWeights& w, const QuantizedActs& qx, int64_t i, int64
     const int64_t subs = w.group_size() / 32;
     for (int64_t j = 0; j < nb / subs; ++j) {
       __m512 gsum[kTileRows];
-      float dsum[kTileRows];
-      for (int64_t t = 0; t < kTileRows; ++t) {
-        gsum[t] = _mm512_setzero_ps();
-        dsum[t] = 0.0f;
-      }
+      for (int64_t t = 0; t < kTileRows; ++t) gsum[t] = _mm512_setzero_ps();
       for (int64_t k = 0; k < subs; ++k) {
         const int64_t b = j * subs + k;
         block_sums(qx, i, b, pt.b, c);
         for (int64_t t = 0; t < kTileRows; ++t) {
           const __m512 s = _mm512_cvtepi32_ps(_mm512_load_si512(c + 16 * t));
           gsum[t] = _mm512_fmadd_ps(s, _mm512_set1_ps(qx.d_row(i + t)[b]), gsum[t]);
-          dsum[t] += qx.dsum_row(i + t)[b];
         }
       }
       const __m512 scale = _mm512_load_ps(pt.scale + 16 * j);
       const __m512 bias = _mm512_load_ps(pt.bias + 16 * j);
       for (int64_t t = 0; t < kTileRows; ++t)
-        acc[t] = _mm512_fmadd_ps(bias, _mm512_set1_ps(dsum[t]), _mm512_fmadd_ps(gsum[t], scale, acc[t]));
+        acc[t] = _mm512_fmadd_ps(bias, _mm512_set1_ps(gsums[t * (nb / subs) + j]), _mm512_fmadd_ps(gsum[t], scale, acc[t]));
     }
   }
 }
@@ -192,6 +188,20 @@ void amx_tile(const KernelArgs& a) {
   };
   thread_local std::vector<Line> lines;
   if (lines.size() < static_cast<size_t>(nb * 10)) lines.resize(static_cast<size_t>(nb * 10));
+  // MLX: the activation rows' code sums per group (d x sum(codes), the blocks added in order as the
+  // VNNI kernel does), once per task instead of once per weight row pair: [i_end - i0, groups].
+  thread_local std::vector<float> gsums;
+  const int64_t groups = is_mlx(L) ? nb / (w.group_size() / 32) : 0;
+  if constexpr (is_mlx(L)) {
+    const int64_t subs = w.group_size() / 32;
+    if (gsums.size() < static_cast<size_t>((i_end - a.i0) * groups)) gsums.resize(static_cast<size_t>((i_end - a.i0) * groups));
+    for (int64_t t = a.i0; t < i_end; ++t)
+      for (int64_t j = 0; j < groups; ++j) {
+        float sum = 0.0f;
+        for (int64_t k = 0; k < subs; ++k) sum += qx.dsum_row(t)[j * subs + k];
+        gsums[static_cast<size_t>((t - a.i0) * groups + j)] = sum;
+      }
+  }
   PairTiles pt;
   pt.b = lines.data()->bytes;
   pt.scale = reinterpret_cast<float*>(lines[static_cast<size_t>(nb * 8)].bytes);
@@ -205,7 +215,7 @@ void amx_tile(const KernelArgs& a) {
     const __mmask16 keep = static_cast<__mmask16>((1u << valid) - 1u);
     for (int64_t i = a.i0; i < i_end; i += kTileRows) {
       __m512 acc[kTileRows];
-      tile_rows<L>(w, qx, i, nb, pt, acc);
+      tile_rows<L>(w, qx, i, nb, pt, is_mlx(L) ? gsums.data() + (i - a.i0) * groups : nullptr, acc);
       for (int64_t t = 0; t < kTileRows; ++t) _mm512_mask_storeu_ps(a.y + (i + t) * w.rows() + row0, keep, acc[t]);
     }
   }
