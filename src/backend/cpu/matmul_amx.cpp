@@ -111,6 +111,22 @@ void build_pair(const PackedWeights& w, const uint8_t* p0, const uint8_t* p1, in
   }
 }
 
+// Block b's product of activation rows x (stride: the row length) and the B tiles bt into tile set
+// 0 (C, A, B = tiles 0, 1, 2) or set 1 (tiles 3, 4, 5). Two functions, not one template: the tile
+// intrinsics take their tile numbers as literal tokens.
+inline void product_set0(const int8_t* x, int64_t stride, int64_t b, const uint8_t* bt) {
+  _tile_zero(0);
+  _tile_loadd(1, x + b * 32, stride);
+  _tile_loadd(2, bt + b * kBTileBytes, 64);
+  _tile_dpbssd(0, 1, 2);
+}
+inline void product_set1(const int8_t* x, int64_t stride, int64_t b, const uint8_t* bt) {
+  _tile_zero(3);
+  _tile_loadd(4, x + b * 32, stride);
+  _tile_loadd(5, bt + b * kBTileBytes, 64);
+  _tile_dpbssd(3, 4, 5);
+}
+
 // The int32 sums of blocks [b0, b1) in turn (activation rows [i, i + 16) x the pair's 16 rows), each
 // handed to on_block(b, sums) in block order. Two blocks per step in two sets of tiles (C, A, B = 0,
 // 1, 2 and 3, 4, 5): tiles are not renamed, so with one set every block's product waited for the
@@ -122,24 +138,15 @@ inline void block_sums(const QuantizedActs& qx, int64_t i, int64_t b0, int64_t b
   const int8_t* x = qx.q_row(i);
   int64_t b = b0;
   for (; b + 2 <= b1; b += 2) {
-    _tile_zero(0);
-    _tile_loadd(1, x + b * 32, qx.cols);
-    _tile_loadd(2, bt + b * kBTileBytes, 64);
-    _tile_dpbssd(0, 1, 2);
-    _tile_zero(3);
-    _tile_loadd(4, x + (b + 1) * 32, qx.cols);
-    _tile_loadd(5, bt + (b + 1) * kBTileBytes, 64);
-    _tile_dpbssd(3, 4, 5);
+    product_set0(x, qx.cols, b, bt);
+    product_set1(x, qx.cols, b + 1, bt);
     _tile_stored(0, c0, 64);
     on_block(b, c0);
     _tile_stored(3, c1, 64);
     on_block(b + 1, c1);
   }
   if (b < b1) {
-    _tile_zero(0);
-    _tile_loadd(1, x + b * 32, qx.cols);
-    _tile_loadd(2, bt + b * kBTileBytes, 64);
-    _tile_dpbssd(0, 1, 2);
+    product_set0(x, qx.cols, b, bt);
     _tile_stored(0, c0, 64);
     on_block(b, c0);
   }
@@ -172,14 +179,8 @@ void tile_rows(const PackedWeights& w, const QuantizedActs& qx, int64_t i, int64
       int64_t b = j * subs;
       const int64_t b_end = b + subs;
       for (; b + 2 <= b_end; b += 2) {
-        _tile_zero(0);
-        _tile_loadd(1, x + b * 32, qx.cols);
-        _tile_loadd(2, pt.b + b * kBTileBytes, 64);
-        _tile_dpbssd(0, 1, 2);
-        _tile_zero(3);
-        _tile_loadd(4, x + (b + 1) * 32, qx.cols);
-        _tile_loadd(5, pt.b + (b + 1) * kBTileBytes, 64);
-        _tile_dpbssd(3, 4, 5);
+        product_set0(x, qx.cols, b, pt.b);
+        product_set1(x, qx.cols, b + 1, pt.b);
         _tile_stored(0, c0, 64);
         for (int64_t t = 0; t < kTileRows; ++t)
           gsum[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(c0 + 16 * t)), _mm512_set1_ps(qx.d_row(i + t)[b]), gsum[t]);
@@ -188,10 +189,7 @@ void tile_rows(const PackedWeights& w, const QuantizedActs& qx, int64_t i, int64
           gsum[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(c1 + 16 * t)), _mm512_set1_ps(qx.d_row(i + t)[b + 1]), gsum[t]);
       }
       if (b < b_end) {  // g32: one block per group
-        _tile_zero(0);
-        _tile_loadd(1, x + b * 32, qx.cols);
-        _tile_loadd(2, pt.b + b * kBTileBytes, 64);
-        _tile_dpbssd(0, 1, 2);
+        product_set0(x, qx.cols, b, pt.b);
         _tile_stored(0, c0, 64);
         for (int64_t t = 0; t < kTileRows; ++t)
           gsum[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(c0 + 16 * t)), _mm512_set1_ps(qx.d_row(i + t)[b]), gsum[t]);
