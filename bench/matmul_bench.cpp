@@ -182,8 +182,9 @@ void bm_membw(benchmark::State& state) {
 // GB/s = the packed bytes per decode pass / its time (the reported time); "membw GB/s" the
 // interleaved reads; "share" the median over the pairs of decode GB/s / membw GB/s; "out GB/s" and
 // "layers GB/s" the output matrix (78-147 MB, one long stream) and the 112 layer matrices (1-3.5 MB).
-// The argument is the decode kernels' prefetch distance (PackedWeights::stream_prefetch_bytes; the
-// default for this CPU is default_stream_prefetch_bytes()), so one run compares them.
+// The arguments are the decode kernels' prefetch distance (PackedWeights::stream_prefetch_bytes; the
+// default for this CPU is default_stream_prefetch_bytes()) and streams per task
+// (PackedWeights::decode_streams, default_decode_streams()), so one run compares them.
 void bm_decode(benchmark::State& state, std::string type) {
   static std::string held_type;
   static std::vector<std::unique_ptr<Weights>> held;
@@ -195,7 +196,10 @@ void bm_decode(benchmark::State& state, std::string type) {
       for (const Shape& s : layer) held.push_back(make_weights(type, s));
     held.push_back(make_weights(type, {"output", 151936, 1024}));
   }
-  for (auto& w : held) w->packed.set_stream_prefetch_bytes(state.range(0));
+  for (auto& w : held) {
+    w->packed.set_stream_prefetch_bytes(state.range(0));
+    w->packed.set_decode_streams(static_cast<int>(state.range(1)));
+  }
   std::vector<float> x(3072, 0.5f), y(151936);
   double bytes = 0;
   for (const auto& w : held) bytes += static_cast<double>(w->packed.packed_bytes());
@@ -231,11 +235,8 @@ void bm_decode(benchmark::State& state, std::string type) {
 int register_all() {
   for (const char* type : {"Q4_0", "Q8_0", "MLX4"})
     benchmark::RegisterBenchmark((std::string("decode/") + type).c_str(), bm_decode, type)
-        ->ArgName("prefetch")
-        ->Arg(0)
-        ->Arg(1024)
-        ->Arg(2048)
-        ->Arg(4096)
+        ->ArgNames({"prefetch", "streams"})
+        ->ArgsProduct({{0, 1024, 2048, 4096}, {1, 2}})
         ->Unit(benchmark::kMillisecond)
         ->UseManualTime();
   benchmark::RegisterBenchmark("membw", bm_membw)->Arg(1)->Arg(2)->Arg(4)->Unit(benchmark::kMillisecond)->UseRealTime();

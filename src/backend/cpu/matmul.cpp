@@ -305,6 +305,8 @@ int64_t default_stream_prefetch_bytes() {
   return cpu_features().vendor == CpuVendor::kIntel ? 2048 : 0;
 }
 
+int default_decode_streams() { return cpu_features().vendor == CpuVendor::kIntel ? 2 : 1; }
+
 namespace {
 
 // Decode (one to a few activation rows): the weight rows are split into one contiguous share per
@@ -412,6 +414,7 @@ void matmul(const PackedWeights& w, const float* x, float* y, int64_t n, ThreadP
     a.i0 = i0;
     a.i1 = i1;
     a.prefetch = w.stream_prefetch_bytes();
+    a.streams = w.decode_streams();
     k(a);
   };
   if (n <= 8) {

@@ -84,6 +84,12 @@ struct WeightRows {
 // from 256 B to 6 KB). docs/PERFORMANCE.md, "Decode prefetch by vendor".
 int64_t default_stream_prefetch_bytes();
 
+// The decode streams per task for this CPU (PackedWeights::decode_streams): 2 on Intel, where one
+// thread's decode pulls ~13% more from two sequential streams walked together than from one
+// (docs/PERFORMANCE.md, "Two decode streams per thread"), 1 elsewhere (on a Zen 4 host two adjacent
+// groups walked together read less than one stream: the hardware prefetchers follow one stream to the end).
+int default_decode_streams();
+
 class PackedWeights {
  public:
   PackedWeights() = default;
@@ -120,6 +126,11 @@ class PackedWeights {
   // default_stream_prefetch_bytes(); changing it never changes results (benchmarks compare values).
   int64_t stream_prefetch_bytes() const { return stream_prefetch_bytes_; }
   void set_stream_prefetch_bytes(int64_t bytes) { stream_prefetch_bytes_ = bytes < 0 ? 0 : bytes; }
+  // How many sequential streams one decode task of an x8 layout (Q4_0, Q8_0, K-quants, MLX) reads at
+  // once: 1, or 2 (the task's rows cut in two runs of groups, one group of each per kernel call). Set
+  // at pack time to default_decode_streams(); never changes results (the sums per row are the same).
+  int decode_streams() const { return decode_streams_; }
+  void set_decode_streams(int streams) { decode_streams_ = streams >= 2 ? 2 : 1; }
   // Whether prefill products (16 or more activation rows) run on the AMX tiles: Q4_0, Q8_0 and MLX
   // 4 / 8-bit (x8 layouts) on a CPU where amx_usable(), unless turned off here (tests and benchmarks compare the
   // two: the results are bit-identical, as the integer sums are exact and the float steps the same).
@@ -145,6 +156,7 @@ class PackedWeights {
   DType scale_dtype_ = DType::kF32;
   int64_t group_bytes_ = 0;
   int64_t stream_prefetch_bytes_ = default_stream_prefetch_bytes();
+  int decode_streams_ = default_decode_streams();
   bool amx_allowed_ = true;
   ArenaBuffer storage_;  // repacked copy when the file layout is not the kernel's (on huge pages)
 };

@@ -7,7 +7,9 @@
 // whole row length: per block and per 4-byte step, one 32-byte load of codes (4 bytes of each of the
 // 8 rows) meets a broadcast of 4 activation bytes, so one integer vector holds the 8 rows' partial
 // sums; the block ends in a single FMA with the 8 row scales times the activation scale. The same
-// call with M = n serves decode (GEMV): the group's bytes are one contiguous stream.
+// call with M = n serves decode (GEMV): the group's bytes are one contiguous stream. Decode may also
+// take S = 2 groups per call (one activation row), from two runs of a task's rows: two streams
+// (x8_streams, PackedWeights::decode_streams).
 
 // Software prefetch distance for the x8 streams (bytes ahead in a group's contiguous data), used by
 // the 512-bit prefill kernels (matmul_gemm512_impl.h; matmul_float512_impl.h for tiles of several
@@ -81,32 +83,35 @@ inline void nibble_block_sums_from_zero(const uint8_t* c, const int8_t* const* x
   nibble_block_sums<M>(c, xq, b, zero, out);
 }
 
-// Q4_0x8, 8 rows x M activation rows.
-template <int M>
-void q4_0x8_micro(const uint8_t* gp, int64_t nb, const splash::cpu::QuantizedActs& qx, int64_t i0,
+// Q4_0x8, S groups of 8 rows (`gp[k]`) x M activation rows; out[k * M + m].
+template <int M, int S>
+void q4_0x8_micro(const uint8_t* const* gp, int64_t nb, const splash::cpu::QuantizedActs& qx, int64_t i0,
                   __m256* out, int64_t pf) {
   const int8_t* xq[M];
   const float* xd[M];
   const int32_t* xs[M];
-  __m256 acc[M];
+  __m256 acc[S * M];
   for (int m = 0; m < M; ++m) {
     xq[m] = qx.q_row(i0 + m);
     xd[m] = qx.d_row(i0 + m);
     xs[m] = qx.qsum_row(i0 + m);
-    acc[m] = _mm256_setzero_ps();
   }
+  for (int k = 0; k < S * M; ++k) acc[k] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
-    const uint8_t* p = gp + b * splash::cpu::kQ4_0x8BlockBytes;
-    if (pf) prefetch_l1(p + pf, splash::cpu::kQ4_0x8BlockBytes);
-    // (q - 8) x = q x - 8 sum(x): the offset folds into the integer sum exactly.
-    __m256i i32[M];
-    for (int m = 0; m < M; ++m) i32[m] = _mm256_set1_epi32(-8 * xs[m][b]);
-    nibble_block_sums<M>(p + 16, xq, b, i32, i32);
-    const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-    for (int m = 0; m < M; ++m)
-      acc[m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i32[m]), _mm256_mul_ps(d, _mm256_set1_ps(xd[m][b])), acc[m]);
+    for (int k = 0; k < S; ++k) {
+      const uint8_t* p = gp[k] + b * splash::cpu::kQ4_0x8BlockBytes;
+      if (pf) prefetch_l1(p + pf, splash::cpu::kQ4_0x8BlockBytes);
+      // (q - 8) x = q x - 8 sum(x): the offset folds into the integer sum exactly.
+      __m256i i32[M];
+      for (int m = 0; m < M; ++m) i32[m] = _mm256_set1_epi32(-8 * xs[m][b]);
+      nibble_block_sums<M>(p + 16, xq, b, i32, i32);
+      const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+      for (int m = 0; m < M; ++m)
+        acc[k * M + m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i32[m]), _mm256_mul_ps(d, _mm256_set1_ps(xd[m][b])),
+                                         acc[k * M + m]);
+    }
   }
-  for (int m = 0; m < M; ++m) out[m] = acc[m];
+  for (int k = 0; k < S * M; ++k) out[k] = acc[k];
 }
 
 // The int32 sums of one 32-value block of signed 8-bit codes (the 8 code steps of a Q8_0x8 block at
@@ -139,30 +144,33 @@ inline void signed_code_sums(const uint8_t* c, const int8_t* const* xq, int64_t 
 #endif
 }
 
-// Q8_0x8, 8 rows x M activation rows (signed_code_sums per block).
-template <int M>
-void q8_0x8_micro(const uint8_t* gp, int64_t nb, const splash::cpu::QuantizedActs& qx, int64_t i0,
+// Q8_0x8, S groups of 8 rows x M activation rows (signed_code_sums per block).
+template <int M, int S>
+void q8_0x8_micro(const uint8_t* const* gp, int64_t nb, const splash::cpu::QuantizedActs& qx, int64_t i0,
                   __m256* out, int64_t pf) {
   const int8_t* xq[M];
   const float* xd[M];
   const int32_t* xs[M];
-  __m256 acc[M];
+  __m256 acc[S * M];
   for (int m = 0; m < M; ++m) {
     xq[m] = qx.q_row(i0 + m);
     xd[m] = qx.d_row(i0 + m);
     xs[m] = qx.qsum_row(i0 + m);
-    acc[m] = _mm256_setzero_ps();
   }
+  for (int k = 0; k < S * M; ++k) acc[k] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
-    const uint8_t* p = gp + b * splash::cpu::kQ8_0x8BlockBytes;
-    if (pf) prefetch_l1(p + pf, splash::cpu::kQ8_0x8BlockBytes);
-    __m256i isum[M];
-    signed_code_sums<M>(p + 16, xq, b, xs, isum);
-    const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-    for (int m = 0; m < M; ++m)
-      acc[m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[m]), _mm256_mul_ps(d, _mm256_set1_ps(xd[m][b])), acc[m]);
+    for (int k = 0; k < S; ++k) {
+      const uint8_t* p = gp[k] + b * splash::cpu::kQ8_0x8BlockBytes;
+      if (pf) prefetch_l1(p + pf, splash::cpu::kQ8_0x8BlockBytes);
+      __m256i isum[M];
+      signed_code_sums<M>(p + 16, xq, b, xs, isum);
+      const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+      for (int m = 0; m < M; ++m)
+        acc[k * M + m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[m]), _mm256_mul_ps(d, _mm256_set1_ps(xd[m][b])),
+                                         acc[k * M + m]);
+    }
   }
-  for (int m = 0; m < M; ++m) out[m] = acc[m];
+  for (int k = 0; k < S * M; ++k) out[k] = acc[k];
 }
 
 // Q4_Kx8, 8 rows x M activation rows. Per sub-block of 32 values the integer sums are those of the
@@ -170,72 +178,76 @@ void q8_0x8_micro(const uint8_t* gp, int64_t nb, const splash::cpu::QuantizedAct
 // by the M activation rows) and the activation block's scale in one FMA, and the mins meet the
 // activation's d * sum(codes) in another; d and dmin multiply once per super-block.
 // kFive: Q5_Kx8, the same with each block's fifth bits ORed in as bit 4 of the codes.
-template <int M, bool kFive>
-void q45_kx8_micro(const uint8_t* gp, int64_t nb, const splash::cpu::QuantizedActs& qx, int64_t i0,
+template <int M, bool kFive, int S>
+void q45_kx8_micro(const uint8_t* const* gp, int64_t nb, const splash::cpu::QuantizedActs& qx, int64_t i0,
                    __m256* out, int64_t pf) {
   constexpr int64_t kSuper = kFive ? splash::cpu::kQ5_Kx8SuperBytes : splash::cpu::kQ4_Kx8SuperBytes;
   constexpr int64_t kCodes = kFive ? splash::cpu::kQ5_Kx8CodeBytes : splash::cpu::kQ4_Kx8CodeBytes;
   const int8_t* xq[M];
   const float* xd[M];
   const float* xs[M];
-  __m256 acc[M];
+  __m256 acc[S * M];
   for (int m = 0; m < M; ++m) {
     xq[m] = qx.q_row(i0 + m);
     xd[m] = qx.d_row(i0 + m);
     xs[m] = qx.dsum_row(i0 + m);
-    acc[m] = _mm256_setzero_ps();
   }
+  for (int k = 0; k < S * M; ++k) acc[k] = _mm256_setzero_ps();
   for (int64_t b0 = 0; b0 < nb; b0 += 8) {
-    const uint8_t* p = gp + b0 / 8 * kSuper;
-    __m256 ssum[M], msum[M];
-    for (int m = 0; m < M; ++m) {
-      ssum[m] = _mm256_setzero_ps();
-      msum[m] = _mm256_setzero_ps();
-    }
-    for (int j = 0; j < 8; ++j) {
-      const int64_t b = b0 + j;
-      const uint8_t* c = p + splash::cpu::kQ4_Kx8CodeOffset + kCodes * j;
-      if (pf) prefetch_l1(p + pf + kSuper * j / 8, kSuper / 8);  // the super-block ahead, an eighth per block
-      __m256i isum[M];
-      if constexpr (kFive) {
-        const __m256i m4 = _mm256_set1_epi8(0x0F), b4 = _mm256_set1_epi8(0x10);
-        const __m256i top = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c + 128));
-        for (int m = 0; m < M; ++m) isum[m] = _mm256_setzero_si256();
-        for (int s = 0; s < 4; ++s) {
-          const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c + 32 * s));
-          // bit s -> bit 4 for the low nibble, bit 4 + s -> bit 4 for the high
-          const __m256i lo = _mm256_or_si256(_mm256_and_si256(v, m4), _mm256_and_si256(_mm256_slli_epi16(top, 4 - s), b4));
-          const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4),
-                                             _mm256_and_si256(_mm256_srli_epi16(top, s), b4));
-          for (int m = 0; m < M; ++m) {
-            const __m256i xl = bcast4(xq[m] + b * 32 + 4 * s);
-            const __m256i xh = bcast4(xq[m] + b * 32 + 16 + 4 * s);
-#if SPLASH_SIMD_VNNI
-            isum[m] = _mm256_dpbusd_epi32(_mm256_dpbusd_epi32(isum[m], lo, xl), hi, xh);
-#else
-            // 5-bit codes: 2 x 31 x 127 x 2 per step fits int16, four steps would not
-            const __m256i pair = _mm256_add_epi16(_mm256_maddubs_epi16(lo, xl), _mm256_maddubs_epi16(hi, xh));
-            isum[m] = _mm256_add_epi32(isum[m], _mm256_madd_epi16(pair, _mm256_set1_epi16(1)));
-#endif
-          }
-        }
-      } else {
-        nibble_block_sums_from_zero<M>(c, xq, b, isum);
-      }
-      const __m256 sc = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(
-          _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + splash::cpu::kQ4_Kx8ScOffset + 8 * j))));
-      const __m256 mn = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(
-          _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + splash::cpu::kQ4_Kx8MinOffset + 8 * j))));
+    for (int k = 0; k < S; ++k) {
+      const uint8_t* p = gp[k] + b0 / 8 * kSuper;
+      __m256 ssum[M], msum[M];
       for (int m = 0; m < M; ++m) {
-        ssum[m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[m]), _mm256_mul_ps(sc, _mm256_set1_ps(xd[m][b])), ssum[m]);
-        msum[m] = _mm256_fmadd_ps(mn, _mm256_set1_ps(xs[m][b]), msum[m]);
+        ssum[m] = _mm256_setzero_ps();
+        msum[m] = _mm256_setzero_ps();
       }
+      for (int j = 0; j < 8; ++j) {
+        const int64_t b = b0 + j;
+        const uint8_t* c = p + splash::cpu::kQ4_Kx8CodeOffset + kCodes * j;
+        if (pf) prefetch_l1(p + pf + kSuper * j / 8, kSuper / 8);  // the super-block ahead, an eighth per block
+        __m256i isum[M];
+        if constexpr (kFive) {
+          const __m256i m4 = _mm256_set1_epi8(0x0F), b4 = _mm256_set1_epi8(0x10);
+          const __m256i top = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c + 128));
+          for (int m = 0; m < M; ++m) isum[m] = _mm256_setzero_si256();
+          for (int s = 0; s < 4; ++s) {
+            const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c + 32 * s));
+            // bit s -> bit 4 for the low nibble, bit 4 + s -> bit 4 for the high
+            const __m256i lo =
+                _mm256_or_si256(_mm256_and_si256(v, m4), _mm256_and_si256(_mm256_slli_epi16(top, 4 - s), b4));
+            const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4),
+                                               _mm256_and_si256(_mm256_srli_epi16(top, s), b4));
+            for (int m = 0; m < M; ++m) {
+              const __m256i xl = bcast4(xq[m] + b * 32 + 4 * s);
+              const __m256i xh = bcast4(xq[m] + b * 32 + 16 + 4 * s);
+#if SPLASH_SIMD_VNNI
+              isum[m] = _mm256_dpbusd_epi32(_mm256_dpbusd_epi32(isum[m], lo, xl), hi, xh);
+#else
+              // 5-bit codes: 2 x 31 x 127 x 2 per step fits int16, four steps would not
+              const __m256i pair = _mm256_add_epi16(_mm256_maddubs_epi16(lo, xl), _mm256_maddubs_epi16(hi, xh));
+              isum[m] = _mm256_add_epi32(isum[m], _mm256_madd_epi16(pair, _mm256_set1_epi16(1)));
+#endif
+            }
+          }
+        } else {
+          nibble_block_sums_from_zero<M>(c, xq, b, isum);
+        }
+        const __m256 sc = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(
+            _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + splash::cpu::kQ4_Kx8ScOffset + 8 * j))));
+        const __m256 mn = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(
+            _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + splash::cpu::kQ4_Kx8MinOffset + 8 * j))));
+        for (int m = 0; m < M; ++m) {
+          ssum[m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[m]), _mm256_mul_ps(sc, _mm256_set1_ps(xd[m][b])), ssum[m]);
+          msum[m] = _mm256_fmadd_ps(mn, _mm256_set1_ps(xs[m][b]), msum[m]);
+        }
+      }
+      const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+      const __m256 dmin = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16)));
+      for (int m = 0; m < M; ++m)
+        acc[k * M + m] = _mm256_fnmadd_ps(msum[m], dmin, _mm256_fmadd_ps(ssum[m], d, acc[k * M + m]));
     }
-    const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-    const __m256 dmin = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16)));
-    for (int m = 0; m < M; ++m) acc[m] = _mm256_fnmadd_ps(msum[m], dmin, _mm256_fmadd_ps(ssum[m], d, acc[m]));
   }
-  for (int m = 0; m < M; ++m) out[m] = acc[m];
+  for (int k = 0; k < S * M; ++k) out[k] = acc[k];
 }
 
 // Q6_Kx8, 8 rows x M activation rows. Per block of 32 values, the low nibbles (the first 16 values)
@@ -243,8 +255,8 @@ void q45_kx8_micro(const uint8_t* gp, int64_t nb, const splash::cpu::QuantizedAc
 // 16-value scale; code - 32 folds in as 32 x the activation codes' sum of those 16 values
 // (QuantizedActs::qsum16), the scales multiply in int32 (|sum| < 2^17, |scale| <= 128: exact), and
 // the block ends in one FMA with the activation scale; d multiplies once per super-block.
-template <int M>
-void q6_kx8_micro(const uint8_t* gp, int64_t nb, const splash::cpu::QuantizedActs& qx, int64_t i0,
+template <int M, int S>
+void q6_kx8_micro(const uint8_t* const* gp, int64_t nb, const splash::cpu::QuantizedActs& qx, int64_t i0,
                   __m256* out, int64_t pf) {
   using splash::cpu::kQ6_Kx8BlockBytes;
   using splash::cpu::kQ6_Kx8SuperBytes;
@@ -252,66 +264,69 @@ void q6_kx8_micro(const uint8_t* gp, int64_t nb, const splash::cpu::QuantizedAct
   const float* xd[M];
   const int32_t* xs[M];
   const int32_t* xs16[M];
-  __m256 acc[M];
+  __m256 acc[S * M];
   for (int m = 0; m < M; ++m) {
     xq[m] = qx.q_row(i0 + m);
     xd[m] = qx.d_row(i0 + m);
     xs[m] = qx.qsum_row(i0 + m);
     xs16[m] = qx.qsum16_row(i0 + m);
-    acc[m] = _mm256_setzero_ps();
   }
+  for (int k = 0; k < S * M; ++k) acc[k] = _mm256_setzero_ps();
   const __m256i m4 = _mm256_set1_epi8(0x0F);
   const __m256i m30 = _mm256_set1_epi8(0x30);
   for (int64_t b0 = 0; b0 < nb; b0 += 8) {
-    const uint8_t* p = gp + b0 / 8 * kQ6_Kx8SuperBytes;
-    __m256 ssum[M];
-    for (int m = 0; m < M; ++m) ssum[m] = _mm256_setzero_ps();
-    for (int j = 0; j < 8; ++j) {
-      const int64_t b = b0 + j;
-      const uint8_t* c = p + splash::cpu::kQ6_Kx8BlockOffset + kQ6_Kx8BlockBytes * j;
-      if (pf) prefetch_l1(p + pf + kQ6_Kx8SuperBytes * j / 8, kQ6_Kx8SuperBytes / 8);
-      __m256i sa[M], sb[M];
-      for (int m = 0; m < M; ++m) sa[m] = sb[m] = _mm256_setzero_si256();
-      for (int h = 0; h < 2; ++h) {
-        const __m256i top = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c + 128 + 32 * h));
-        for (int e = 0; e < 2; ++e) {
-          const int s = 2 * h + e;
-          const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c + 32 * s));
-          // Top bits to bits 4-5: step 2h keeps them in bits 4-7 of the byte, step 2h + 1 in bits 0-3.
-          const __m256i tl = e == 0 ? top : _mm256_slli_epi16(top, 4);
-          const __m256i th = e == 0 ? _mm256_srli_epi16(top, 2) : _mm256_slli_epi16(top, 2);
-          const __m256i lo = _mm256_or_si256(_mm256_and_si256(v, m4), _mm256_and_si256(tl, m30));
-          const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4), _mm256_and_si256(th, m30));
-          for (int m = 0; m < M; ++m) {
-            const __m256i xl = bcast4(xq[m] + b * 32 + 4 * s);
-            const __m256i xh = bcast4(xq[m] + b * 32 + 16 + 4 * s);
+    for (int k = 0; k < S; ++k) {
+      const uint8_t* p = gp[k] + b0 / 8 * kQ6_Kx8SuperBytes;
+      __m256 ssum[M];
+      for (int m = 0; m < M; ++m) ssum[m] = _mm256_setzero_ps();
+      for (int j = 0; j < 8; ++j) {
+        const int64_t b = b0 + j;
+        const uint8_t* c = p + splash::cpu::kQ6_Kx8BlockOffset + kQ6_Kx8BlockBytes * j;
+        if (pf) prefetch_l1(p + pf + kQ6_Kx8SuperBytes * j / 8, kQ6_Kx8SuperBytes / 8);
+        __m256i sa[M], sb[M];
+        for (int m = 0; m < M; ++m) sa[m] = sb[m] = _mm256_setzero_si256();
+        for (int h = 0; h < 2; ++h) {
+          const __m256i top = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c + 128 + 32 * h));
+          for (int e = 0; e < 2; ++e) {
+            const int s = 2 * h + e;
+            const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c + 32 * s));
+            // Top bits to bits 4-5: step 2h keeps them in bits 4-7 of the byte, step 2h + 1 in bits 0-3.
+            const __m256i tl = e == 0 ? top : _mm256_slli_epi16(top, 4);
+            const __m256i th = e == 0 ? _mm256_srli_epi16(top, 2) : _mm256_slli_epi16(top, 2);
+            const __m256i lo = _mm256_or_si256(_mm256_and_si256(v, m4), _mm256_and_si256(tl, m30));
+            const __m256i hi =
+                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4), _mm256_and_si256(th, m30));
+            for (int m = 0; m < M; ++m) {
+              const __m256i xl = bcast4(xq[m] + b * 32 + 4 * s);
+              const __m256i xh = bcast4(xq[m] + b * 32 + 16 + 4 * s);
 #if SPLASH_SIMD_VNNI
-            sa[m] = _mm256_dpbusd_epi32(sa[m], lo, xl);
-            sb[m] = _mm256_dpbusd_epi32(sb[m], hi, xh);
+              sa[m] = _mm256_dpbusd_epi32(sa[m], lo, xl);
+              sb[m] = _mm256_dpbusd_epi32(sb[m], hi, xh);
 #else
-            // 63 x 127 x 2 per int16 pair: one step fits, two would not; widen every step.
-            const __m256i one = _mm256_set1_epi16(1);
-            sa[m] = _mm256_add_epi32(sa[m], _mm256_madd_epi16(_mm256_maddubs_epi16(lo, xl), one));
-            sb[m] = _mm256_add_epi32(sb[m], _mm256_madd_epi16(_mm256_maddubs_epi16(hi, xh), one));
+              // 63 x 127 x 2 per int16 pair: one step fits, two would not; widen every step.
+              const __m256i one = _mm256_set1_epi16(1);
+              sa[m] = _mm256_add_epi32(sa[m], _mm256_madd_epi16(_mm256_maddubs_epi16(lo, xl), one));
+              sb[m] = _mm256_add_epi32(sb[m], _mm256_madd_epi16(_mm256_maddubs_epi16(hi, xh), one));
 #endif
+            }
           }
         }
+        const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + splash::cpu::kQ6_Kx8ScOffset + 16 * j));
+        const __m256i sc_a = _mm256_cvtepi8_epi32(sc);
+        const __m256i sc_b = _mm256_cvtepi8_epi32(_mm_srli_si128(sc, 8));
+        for (int m = 0; m < M; ++m) {
+          const int32_t x16 = xs16[m][b];
+          const __m256i a = _mm256_sub_epi32(sa[m], _mm256_set1_epi32(32 * x16));
+          const __m256i bb = _mm256_sub_epi32(sb[m], _mm256_set1_epi32(32 * (xs[m][b] - x16)));
+          const __m256i t = _mm256_add_epi32(_mm256_mullo_epi32(a, sc_a), _mm256_mullo_epi32(bb, sc_b));
+          ssum[m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(t), _mm256_set1_ps(xd[m][b]), ssum[m]);
+        }
       }
-      const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + splash::cpu::kQ6_Kx8ScOffset + 16 * j));
-      const __m256i sc_a = _mm256_cvtepi8_epi32(sc);
-      const __m256i sc_b = _mm256_cvtepi8_epi32(_mm_srli_si128(sc, 8));
-      for (int m = 0; m < M; ++m) {
-        const int32_t x16 = xs16[m][b];
-        const __m256i a = _mm256_sub_epi32(sa[m], _mm256_set1_epi32(32 * x16));
-        const __m256i bb = _mm256_sub_epi32(sb[m], _mm256_set1_epi32(32 * (xs[m][b] - x16)));
-        const __m256i t = _mm256_add_epi32(_mm256_mullo_epi32(a, sc_a), _mm256_mullo_epi32(bb, sc_b));
-        ssum[m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(t), _mm256_set1_ps(xd[m][b]), ssum[m]);
-      }
+      const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+      for (int m = 0; m < M; ++m) acc[k * M + m] = _mm256_fmadd_ps(ssum[m], d, acc[k * M + m]);
     }
-    const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-    for (int m = 0; m < M; ++m) acc[m] = _mm256_fmadd_ps(ssum[m], d, acc[m]);
   }
-  for (int m = 0; m < M; ++m) out[m] = acc[m];
+  for (int k = 0; k < S * M; ++k) out[k] = acc[k];
 }
 
 // y[i0 + m, row0 .. row0 + 8) = v[m], cut to the matrix's real rows in the last group.
@@ -339,8 +354,8 @@ void store_x8(const __m256* v, float* y, int64_t ld, int64_t i0, int64_t row0, i
 // the 8 row scales in one FMA, the bias the activation's d * sum(codes) of the group in another.
 // kEight: MLX 8-bit x8 (kMlx8x8), Q8_0x8's signed-code integer loop on code - 128, and the bias
 // taken as bias + 128 x scale.
-template <int ST, bool kEight, int M>
-void mlx_x8_micro(const uint8_t* gp, int64_t nb, int subs, const splash::cpu::QuantizedActs& qx, int64_t i0,
+template <int ST, bool kEight, int M, int S>
+void mlx_x8_micro(const uint8_t* const* gp, int64_t nb, int subs, const splash::cpu::QuantizedActs& qx, int64_t i0,
                   __m256* out, int64_t pf) {
   constexpr int kSb = mlx_scale_bytes(ST);
   constexpr int64_t kCodes = kEight ? 256 : 128;  // code bytes per 32 values
@@ -348,107 +363,134 @@ void mlx_x8_micro(const uint8_t* gp, int64_t nb, int subs, const splash::cpu::Qu
   const float* xd[M];
   const float* xs[M];
   const int32_t* xi[M];
-  __m256 acc[M];
+  __m256 acc[S * M];
   for (int m = 0; m < M; ++m) {
     xq[m] = qx.q_row(i0 + m);
     xd[m] = qx.d_row(i0 + m);
     xs[m] = qx.dsum_row(i0 + m);
     xi[m] = qx.qsum_row(i0 + m);
-    acc[m] = _mm256_setzero_ps();
   }
+  for (int k = 0; k < S * M; ++k) acc[k] = _mm256_setzero_ps();
   const int64_t gb = kEight ? splash::cpu::mlx8x8_group_bytes(32 * subs, kSb)
                            : splash::cpu::mlx4x8_group_bytes(32 * subs, kSb);
   const int64_t slice = (gb + subs - 1) / subs;  // prefetched per block (no division in the loop)
   for (int64_t b0 = 0; b0 < nb; b0 += subs) {
-    const uint8_t* p = gp + b0 / subs * gb;
-    __m256 gsum[M];
-    float dsum[M];
-    for (int m = 0; m < M; ++m) {
-      gsum[m] = _mm256_setzero_ps();
-      dsum[m] = 0.0f;
-    }
-    for (int k = 0; k < subs; ++k) {
-      const int64_t b = b0 + k;
-      const uint8_t* c = p + 16 * kSb + kCodes * k;
-      if (pf) prefetch_l1(p + pf + slice * k, slice);  // the group ahead, a share per block
-      __m256i isum[M];
-      if constexpr (kEight) {
-        signed_code_sums<M>(c, xq, b, xi, isum);  // the stored code - 128, as Q8_0's codes
-      } else {
-        nibble_block_sums_from_zero<M>(c, xq, b, isum);
-      }
+    for (int k = 0; k < S; ++k) {
+      const uint8_t* p = gp[k] + b0 / subs * gb;
+      __m256 gsum[M];
+      float dsum[M];
       for (int m = 0; m < M; ++m) {
-        gsum[m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[m]), _mm256_set1_ps(xd[m][b]), gsum[m]);
-        dsum[m] += xs[m][b];
+        gsum[m] = _mm256_setzero_ps();
+        dsum[m] = 0.0f;
       }
+      for (int k = 0; k < subs; ++k) {
+        const int64_t b = b0 + k;
+        const uint8_t* c = p + 16 * kSb + kCodes * k;
+        if (pf) prefetch_l1(p + pf + slice * k, slice);  // the group ahead, a share per block
+        __m256i isum[M];
+        if constexpr (kEight) {
+          signed_code_sums<M>(c, xq, b, xi, isum);  // the stored code - 128, as Q8_0's codes
+        } else {
+          nibble_block_sums_from_zero<M>(c, xq, b, isum);
+        }
+        for (int m = 0; m < M; ++m) {
+          gsum[m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[m]), _mm256_set1_ps(xd[m][b]), gsum[m]);
+          dsum[m] += xs[m][b];
+        }
+      }
+      const __m256 scale = mlx_scales8<ST>(p);
+      __m256 bias = mlx_scales8<ST>(p + 8 * kSb);
+      if constexpr (kEight) bias = _mm256_fmadd_ps(scale, _mm256_set1_ps(128.0f), bias);
+      for (int m = 0; m < M; ++m)
+        acc[k * M + m] =
+            _mm256_fmadd_ps(bias, _mm256_set1_ps(dsum[m]), _mm256_fmadd_ps(gsum[m], scale, acc[k * M + m]));
     }
-    const __m256 scale = mlx_scales8<ST>(p);
-    __m256 bias = mlx_scales8<ST>(p + 8 * kSb);
-    if constexpr (kEight) bias = _mm256_fmadd_ps(scale, _mm256_set1_ps(128.0f), bias);
-    for (int m = 0; m < M; ++m)
-      acc[m] = _mm256_fmadd_ps(bias, _mm256_set1_ps(dsum[m]), _mm256_fmadd_ps(gsum[m], scale, acc[m]));
   }
-  for (int m = 0; m < M; ++m) out[m] = acc[m];
+  for (int k = 0; k < S * M; ++k) out[k] = acc[k];
 }
 
 // The micro-kernels behind one interface: `w` gives what a layout needs beyond the group pointer.
 struct MicroQ4_0x8 {
-  template <int M>
-  static void run(const splash::PackedWeights&, const uint8_t* gp, int64_t nb, const splash::cpu::QuantizedActs& qx,
-                  int64_t i0, __m256* out, int64_t pf) {
-    q4_0x8_micro<M>(gp, nb, qx, i0, out, pf);
+  template <int M, int S>
+  static void run(const splash::PackedWeights&, const uint8_t* const* gp, int64_t nb,
+                  const splash::cpu::QuantizedActs& qx, int64_t i0, __m256* out, int64_t pf) {
+    q4_0x8_micro<M, S>(gp, nb, qx, i0, out, pf);
   }
 };
 struct MicroQ8_0x8 {
-  template <int M>
-  static void run(const splash::PackedWeights&, const uint8_t* gp, int64_t nb, const splash::cpu::QuantizedActs& qx,
-                  int64_t i0, __m256* out, int64_t pf) {
-    q8_0x8_micro<M>(gp, nb, qx, i0, out, pf);
+  template <int M, int S>
+  static void run(const splash::PackedWeights&, const uint8_t* const* gp, int64_t nb,
+                  const splash::cpu::QuantizedActs& qx, int64_t i0, __m256* out, int64_t pf) {
+    q8_0x8_micro<M, S>(gp, nb, qx, i0, out, pf);
   }
 };
 struct MicroQ4_Kx8 {
-  template <int M>
-  static void run(const splash::PackedWeights&, const uint8_t* gp, int64_t nb, const splash::cpu::QuantizedActs& qx,
-                  int64_t i0, __m256* out, int64_t pf) {
-    q45_kx8_micro<M, false>(gp, nb, qx, i0, out, pf);
+  template <int M, int S>
+  static void run(const splash::PackedWeights&, const uint8_t* const* gp, int64_t nb,
+                  const splash::cpu::QuantizedActs& qx, int64_t i0, __m256* out, int64_t pf) {
+    q45_kx8_micro<M, false, S>(gp, nb, qx, i0, out, pf);
   }
 };
 struct MicroQ5_Kx8 {
-  template <int M>
-  static void run(const splash::PackedWeights&, const uint8_t* gp, int64_t nb, const splash::cpu::QuantizedActs& qx,
-                  int64_t i0, __m256* out, int64_t pf) {
-    q45_kx8_micro<M, true>(gp, nb, qx, i0, out, pf);
+  template <int M, int S>
+  static void run(const splash::PackedWeights&, const uint8_t* const* gp, int64_t nb,
+                  const splash::cpu::QuantizedActs& qx, int64_t i0, __m256* out, int64_t pf) {
+    q45_kx8_micro<M, true, S>(gp, nb, qx, i0, out, pf);
   }
 };
 struct MicroQ6_Kx8 {
-  template <int M>
-  static void run(const splash::PackedWeights&, const uint8_t* gp, int64_t nb, const splash::cpu::QuantizedActs& qx,
-                  int64_t i0, __m256* out, int64_t pf) {
-    q6_kx8_micro<M>(gp, nb, qx, i0, out, pf);
+  template <int M, int S>
+  static void run(const splash::PackedWeights&, const uint8_t* const* gp, int64_t nb,
+                  const splash::cpu::QuantizedActs& qx, int64_t i0, __m256* out, int64_t pf) {
+    q6_kx8_micro<M, S>(gp, nb, qx, i0, out, pf);
   }
 };
 template <bool kEight>
 struct MicroMlxX8 {
-  template <int M>
-  static void run(const splash::PackedWeights& w, const uint8_t* gp, int64_t nb,
+  template <int M, int S>
+  static void run(const splash::PackedWeights& w, const uint8_t* const* gp, int64_t nb,
                   const splash::cpu::QuantizedActs& qx, int64_t i0, __m256* out, int64_t pf) {
     const int subs = w.group_size() / 32;
     switch (mlx_scale_kind(w.scale_dtype())) {
-      case 1: mlx_x8_micro<1, kEight, M>(gp, nb, subs, qx, i0, out, pf); break;
-      case 2: mlx_x8_micro<2, kEight, M>(gp, nb, subs, qx, i0, out, pf); break;
-      default: mlx_x8_micro<0, kEight, M>(gp, nb, subs, qx, i0, out, pf); break;
+      case 1: mlx_x8_micro<1, kEight, M, S>(gp, nb, subs, qx, i0, out, pf); break;
+      case 2: mlx_x8_micro<2, kEight, M, S>(gp, nb, subs, qx, i0, out, pf); break;
+      default: mlx_x8_micro<0, kEight, M, S>(gp, nb, subs, qx, i0, out, pf); break;
     }
   }
 };
 using MicroMlx4x8 = MicroMlxX8<false>;
 using MicroMlx8x8 = MicroMlxX8<true>;
 
-template <class Micro, int M>
-void x8_step(const splash::PackedWeights& w, const uint8_t* gp, int64_t nb, const splash::cpu::KernelArgs& a,
-             int64_t i, int64_t row0, int64_t pf) {
-  __m256 v[M];
-  Micro::template run<M>(w, gp, nb, *a.qx, i, v, pf);
-  store_x8<M>(v, a.y, w.rows(), i, row0, w.rows());
+// One micro-kernel call: S groups (`gp[k]`, starting at weight rows row0[k]) x M activation rows from i.
+template <class Micro, int M, int S>
+void x8_step(const splash::PackedWeights& w, const uint8_t* const* gp, const int64_t* row0, int64_t nb,
+             const splash::cpu::KernelArgs& a, int64_t i, int64_t pf) {
+  __m256 v[S * M];
+  Micro::template run<M, S>(w, gp, nb, *a.qx, i, v, pf);
+  for (int k = 0; k < S; ++k) store_x8<M>(v + k * M, a.y, w.rows(), i, row0[k], w.rows());
+}
+
+// Decode (one activation row) with S streams: rows [r0, r1) cut into S runs of whole groups, walked
+// together, one group of each per call, so S sequential streams are in flight (Intel's prefetchers
+// pull more from two than from one: PackedWeights::decode_streams); a remainder group goes alone.
+template <class Micro, int S>
+void x8_streams(const splash::cpu::KernelArgs& a, int64_t nb) {
+  const splash::PackedWeights& w = *a.w;
+  const int64_t g0 = a.r0 / 8, g1 = (a.r1 + 7) / 8, run = (g1 - g0) / S;
+  for (int64_t j = 0; j < run; ++j) {
+    const uint8_t* gp[S];
+    int64_t row0[S];
+    for (int k = 0; k < S; ++k) {
+      gp[k] = w.data() + (g0 + j + k * run) * w.group_bytes();
+      row0[k] = (g0 + j + k * run) * 8;
+    }
+    x8_step<Micro, 1, S>(w, gp, row0, nb, a, a.i0, a.prefetch);
+  }
+  for (int64_t g = g0 + S * run; g < g1; ++g) {
+    const uint8_t* gp[1] = {w.data() + g * w.group_bytes()};
+    const int64_t row0[1] = {g * 8};
+    x8_step<Micro, 1, 1>(w, gp, row0, nb, a, a.i0, a.prefetch);
+  }
 }
 
 // Rows [r0, r1) (r0 a multiple of 8) x activation rows [i0, i1). Group outer, activation rows inner:
@@ -457,16 +499,21 @@ template <class Micro>
 void x8_tile(const splash::cpu::KernelArgs& a) {
   const splash::PackedWeights& w = *a.w;
   const int64_t nb = w.cols() / 32;
+  if (a.i1 - a.i0 == 1 && a.streams == 2) {
+    x8_streams<Micro, 2>(a, nb);
+    return;
+  }
   for (int64_t g = a.r0 / 8; g * 8 < a.r1; ++g) {
-    const uint8_t* gp = w.data() + g * w.group_bytes();
+    const uint8_t* gp[1] = {w.data() + g * w.group_bytes()};
+    const int64_t row0[1] = {g * 8};
     int64_t i = a.i0;
     // Only the first pass over the group streams it from memory; the later ones find it in L1.
     auto pf = [&a](int64_t at) { return at == a.i0 ? a.prefetch : 0; };
-    for (; i + 4 <= a.i1; i += 4) x8_step<Micro, 4>(w, gp, nb, a, i, g * 8, pf(i));
+    for (; i + 4 <= a.i1; i += 4) x8_step<Micro, 4, 1>(w, gp, row0, nb, a, i, pf(i));
     switch (a.i1 - i) {
-      case 3: x8_step<Micro, 3>(w, gp, nb, a, i, g * 8, pf(i)); break;
-      case 2: x8_step<Micro, 2>(w, gp, nb, a, i, g * 8, pf(i)); break;
-      case 1: x8_step<Micro, 1>(w, gp, nb, a, i, g * 8, pf(i)); break;
+      case 3: x8_step<Micro, 3, 1>(w, gp, row0, nb, a, i, pf(i)); break;
+      case 2: x8_step<Micro, 2, 1>(w, gp, row0, nb, a, i, pf(i)); break;
+      case 1: x8_step<Micro, 1, 1>(w, gp, row0, nb, a, i, pf(i)); break;
       default: break;
     }
   }

@@ -234,6 +234,37 @@ TEST(Matmul, DecodePrefetchDistanceDoesNotChangeResults) {
   }
 }
 
+TEST(Matmul, DecodeStreamsDoNotChangeResults) {
+  // One decode task of an x8 layout may read its rows as two runs of groups walked together
+  // (PackedWeights::decode_streams: 2 on Intel, 1 elsewhere); every row's sum is the same either way,
+  // so the results must be exactly those of one stream on every host. Awkward sizes: an odd number
+  // of groups per task (a remainder group), a last group of padding rows, one and two threads (one
+  // task over the whole matrix, or 64-row chunks).
+  for (const char* name : {"Q8_0", "Q4_0", "Q4_K", "Q5_K", "Q6_K", "MLX4_g64_bf16", "MLX8_g32_f16"}) {
+    for (int64_t rows : {int64_t{8}, int64_t{77}, int64_t{88}, int64_t{300}}) {
+      const int64_t cols = 512;
+      const Case c = make_case(name, rows, cols, 57 + static_cast<uint32_t>(rows));
+      for (IsaLevel level : levels_here()) {
+        auto packed = c.pack(level);
+        ASSERT_TRUE(packed.ok()) << packed.error_message();
+        if (!packed->is_x8()) continue;  // the scalar level keeps the file's row layout
+        for (int threads : {1, 2}) {
+          ThreadPool pool(threads);
+          for (int64_t n : {1, 2}) {
+            SCOPED_TRACE(str_cat(name, " ", isa_level_name(level), " rows=", rows, " threads=", threads, " n=", n));
+            const auto x = test::random_floats(static_cast<size_t>(n * cols), 17 + static_cast<uint32_t>(n));
+            packed->set_decode_streams(1);
+            const auto y1 = run(*packed, x, n, pool);
+            packed->set_decode_streams(2);
+            EXPECT_EQ(packed->decode_streams(), 2);
+            EXPECT_EQ(run(*packed, x, n, pool), y1);
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(Matmul, AmxPrefillGivesTheAvx512Results) {
   // Prefill of Q4_0 / Q8_0 / MLX 4- and 8-bit on the AMX tiles (16 x 16 tiles; what does not fill one goes to the
   // AVX-512 kernel) must give exactly the AVX-512 kernel's results: exact integer block sums, the
