@@ -317,15 +317,16 @@ namespace {
 // matrix to 64 rows in turn, so its last half alternated 36 KB pieces between the threads; in a
 // microbenchmark such pieces stream at half the rate of one run per thread. End to end (0.6B Q4_0,
 // two threads) +3-10%, within this host's noise, and the same beside a busy-looping neighbour
-// (docs/PERFORMANCE.md, "Decode without software prefetch, one share per thread").
+// (docs/PERFORMANCE.md, "Decode without software prefetch, one share per thread"). `chunk_rows`: 64,
+// or 256 where the kernel reads a chunk as two streams (PackedWeights::decode_streams; each stream
+// then runs 16 groups: tg64 on the Intel host +1-3% over 64-row chunks, 128 in between).
 template <class Run>
-void decode_shares(int64_t rows, int64_t group_rows, int threads, ThreadPool& pool, Run&& run) {
+void decode_shares(int64_t rows, int64_t group_rows, int64_t chunk_rows, int threads, ThreadPool& pool, Run&& run) {
   if (threads == 1) {
     run(0, rows);
     return;
   }
-  constexpr int64_t kChunkRows = 64;
-  const int64_t chunk = (kChunkRows + group_rows - 1) / group_rows * group_rows;  // chunks start on a group
+  const int64_t chunk = (chunk_rows + group_rows - 1) / group_rows * group_rows;  // chunks start on a group
   const int64_t n_chunks = (rows + chunk - 1) / chunk;
   SPLASH_CHECK(n_chunks < (int64_t{1} << 32));
   struct alignas(64) Share {
@@ -419,7 +420,8 @@ void matmul(const PackedWeights& w, const float* x, float* y, int64_t n, ThreadP
   };
   if (n <= 8) {
     // Decode: all activation rows in every chunk (decode_shares).
-    decode_shares(rows, w.is_x8() ? w.group_rows() : 8, threads, pool,
+    const int64_t chunk_rows = n == 1 && w.is_x8() && w.decode_streams() == 2 ? 256 : 64;
+    decode_shares(rows, w.is_x8() ? w.group_rows() : 8, chunk_rows, threads, pool,
                   [&](int64_t r0, int64_t r1) { run_tile(kernel, r0, r1, 0, n); });
     return;
   }

@@ -241,7 +241,7 @@ TEST(Matmul, DecodeStreamsDoNotChangeResults) {
   // of groups per task (a remainder group), a last group of padding rows, one and two threads (one
   // task over the whole matrix, or 64-row chunks).
   for (const char* name : {"Q8_0", "Q4_0", "Q4_K", "Q5_K", "Q6_K", "MLX4_g64_bf16", "MLX8_g32_f16"}) {
-    for (int64_t rows : {int64_t{8}, int64_t{77}, int64_t{88}, int64_t{300}}) {
+    for (int64_t rows : {int64_t{8}, int64_t{77}, int64_t{88}, int64_t{300}, int64_t{600}}) {
       const int64_t cols = 512;
       const Case c = make_case(name, rows, cols, 57 + static_cast<uint32_t>(rows));
       for (IsaLevel level : levels_here()) {
