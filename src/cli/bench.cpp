@@ -127,19 +127,20 @@ Result<double> time_decode(const Model& m, KvPagePool& kv, ThreadPool& th, std::
     release_sequence(kv, seq);
     return st.error();
   }
+  // One ForwardOutput for every step, as `splash run` and the server decode (Model::forward_into: no
+  // allocation per step), so tgN measures their decode step.
+  ForwardOutput out;
   SequenceRun first{&seq, toks.subspan(0, 1), LogitRows::kLast};
-  auto out = m.forward({&first, 1}, kv, th, fo);
-  if (!out.ok()) {
+  if (Status st = m.forward_into({&first, 1}, kv, th, out, fo); !st.ok()) {
     release_sequence(kv, seq);
-    return out.error();
+    return st.error();
   }
   const auto t0 = Clock::now();
   for (size_t i = 1; i < toks.size(); ++i) {
     SequenceRun step{&seq, toks.subspan(i, 1), LogitRows::kLast};
-    out = m.forward({&step, 1}, kv, th, fo);
-    if (!out.ok()) {
+    if (Status st = m.forward_into({&step, 1}, kv, th, out, fo); !st.ok()) {
       release_sequence(kv, seq);
-      return out.error();
+      return st.error();
     }
   }
   const double s = std::chrono::duration<double>(Clock::now() - t0).count();
