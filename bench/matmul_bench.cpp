@@ -233,7 +233,7 @@ void bm_decode(benchmark::State& state, std::string type) {
 }
 
 int register_all() {
-  for (const char* type : {"Q4_0", "Q8_0", "MLX4"})
+  for (const char* type : {"Q4_0", "Q8_0", "MLX4", "F16"})
     benchmark::RegisterBenchmark((std::string("decode/") + type).c_str(), bm_decode, type)
         ->ArgNames({"prefetch", "streams"})
         ->ArgsProduct({{0, 1024, 2048, 4096}, {1, 2}})

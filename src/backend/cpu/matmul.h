@@ -126,9 +126,10 @@ class PackedWeights {
   // default_stream_prefetch_bytes(); changing it never changes results (benchmarks compare values).
   int64_t stream_prefetch_bytes() const { return stream_prefetch_bytes_; }
   void set_stream_prefetch_bytes(int64_t bytes) { stream_prefetch_bytes_ = bytes < 0 ? 0 : bytes; }
-  // How many sequential streams one decode task of an x8 layout (Q4_0, Q8_0, K-quants, MLX) reads at
-  // once: 1, or 2 (the task's rows cut in two runs of groups, one group of each per kernel call). Set
-  // at pack time to default_decode_streams(); never changes results (the sums per row are the same).
+  // How many sequential streams one decode task of an interleaved layout (Q4_0, Q8_0, K-quants, MLX;
+  // F16 / BF16 in 16-row groups) reads at once: 1, or 2 (the task's rows cut in two runs of groups,
+  // one group of each per kernel call). Set at pack time to default_decode_streams(); never changes
+  // results (the sums per row are the same).
   int decode_streams() const { return decode_streams_; }
   void set_decode_streams(int streams) { decode_streams_ = streams >= 2 ? 2 : 1; }
   // Whether prefill products (16 or more activation rows) run on the AMX tiles: Q4_0, Q8_0 and MLX

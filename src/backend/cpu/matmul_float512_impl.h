@@ -15,74 +15,107 @@ inline __m512 load_f16x16(const uint8_t* p) {
   return _mm512_cvtph_ps(h);
 }
 
-// Rows of group `gp` x activation rows [i0, i0 + M). Decode (M = 1) keeps four accumulators over
-// consecutive columns so the FMAs do not wait on each other.
-template <bool kBf16, int M>
-void f16x16_micro(const uint8_t* gp, int64_t cols, const float* x, int64_t i0, __m512* out, int64_t pf) {
+// Rows of S groups (`gp[k]`) x activation rows [i0, i0 + M); out[k * M + m]. Decode (M = 1) keeps
+// four accumulators per group over consecutive columns so the FMAs do not wait on each other, and
+// may walk two groups at once (S = 2: two streams, PackedWeights::decode_streams).
+template <bool kBf16, int M, int S>
+void f16x16_micro(const uint8_t* const* gp, int64_t cols, const float* x, int64_t i0, __m512* out, int64_t pf) {
   constexpr int kAcc = M == 1 ? 4 : 1;
-  __m512 acc[M][kAcc];
-  for (int m = 0; m < M; ++m)
-    for (int k = 0; k < kAcc; ++k) acc[m][k] = _mm512_setzero_ps();
+  __m512 acc[S][M][kAcc];
+  for (int k = 0; k < S; ++k)
+    for (int m = 0; m < M; ++m)
+      for (int j = 0; j < kAcc; ++j) acc[k][m][j] = _mm512_setzero_ps();
   const float* xr[M];
   for (int m = 0; m < M; ++m) xr[m] = x + (i0 + m) * cols;
   int64_t c = 0;
   for (; c + 4 <= cols; c += 4) {
-    const uint8_t* p = gp + c * 32;
-    // Decode (M = 1) prefetches as the matrix says (PackedWeights::stream_prefetch_bytes: none on a
-    // Zen 4 host, where one thread's F16 / BF16 decode ran 24-25 -> 30-31 GB/s without); tiles of
-    // several rows (prefill) measured the same either way (within noise) and keep theirs.
-    if constexpr (M > 1) {
-      _mm_prefetch(reinterpret_cast<const char*>(p + kX8PrefetchBytes), _MM_HINT_T0);
-      _mm_prefetch(reinterpret_cast<const char*>(p + kX8PrefetchBytes + 64), _MM_HINT_T0);
-    } else if (pf) {
-      prefetch_l1(p + pf, 128);
-    }
-    for (int j = 0; j < 4; ++j) {
-      const __m512 w = load_f16x16<kBf16>(p + 32 * j);
-      for (int m = 0; m < M; ++m) {
-        __m512& a = acc[m][j % kAcc];
-        a = _mm512_fmadd_ps(w, _mm512_set1_ps(xr[m][c + j]), a);
+    for (int k = 0; k < S; ++k) {
+      const uint8_t* p = gp[k] + c * 32;
+      // Decode (M = 1) prefetches as the matrix says (PackedWeights::stream_prefetch_bytes: none on a
+      // Zen 4 host, where one thread's F16 / BF16 decode ran 24-25 -> 30-31 GB/s without); tiles of
+      // several rows (prefill) measured the same either way (within noise) and keep theirs.
+      if constexpr (M > 1) {
+        _mm_prefetch(reinterpret_cast<const char*>(p + kX8PrefetchBytes), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(p + kX8PrefetchBytes + 64), _MM_HINT_T0);
+      } else if (pf) {
+        prefetch_l1(p + pf, 128);
+      }
+      for (int j = 0; j < 4; ++j) {
+        const __m512 w = load_f16x16<kBf16>(p + 32 * j);
+        for (int m = 0; m < M; ++m) {
+          __m512& a = acc[k][m][j % kAcc];
+          a = _mm512_fmadd_ps(w, _mm512_set1_ps(xr[m][c + j]), a);
+        }
       }
     }
   }
   for (; c < cols; ++c) {
-    const __m512 w = load_f16x16<kBf16>(gp + c * 32);
-    for (int m = 0; m < M; ++m) acc[m][0] = _mm512_fmadd_ps(w, _mm512_set1_ps(xr[m][c]), acc[m][0]);
+    for (int k = 0; k < S; ++k) {
+      const __m512 w = load_f16x16<kBf16>(gp[k] + c * 32);
+      for (int m = 0; m < M; ++m) acc[k][m][0] = _mm512_fmadd_ps(w, _mm512_set1_ps(xr[m][c]), acc[k][m][0]);
+    }
   }
-  for (int m = 0; m < M; ++m) {
-    __m512 s = acc[m][0];
-    for (int k = 1; k < kAcc; ++k) s = _mm512_add_ps(s, acc[m][k]);
-    out[m] = s;
+  for (int k = 0; k < S; ++k)
+    for (int m = 0; m < M; ++m) {
+      __m512 t = acc[k][m][0];
+      for (int j = 1; j < kAcc; ++j) t = _mm512_add_ps(t, acc[k][m][j]);
+      out[k * M + m] = t;
+    }
+}
+
+// y rows of the S groups at rows row0[k] (cut to the matrix's real rows) x activation rows from i.
+template <bool kBf16, int M, int S>
+void f16x16_step(const splash::PackedWeights& w, const uint8_t* const* gp, const int64_t* row0,
+                 const splash::cpu::KernelArgs& a, int64_t i) {
+  __m512 v[S * M];
+  f16x16_micro<kBf16, M, S>(gp, w.cols(), a.x, i, v, a.prefetch);
+  for (int k = 0; k < S; ++k) {
+    const int64_t valid = std::min<int64_t>(16, w.rows() - row0[k]);
+    const __mmask16 keep = static_cast<__mmask16>((1u << valid) - 1u);
+    for (int m = 0; m < M; ++m) _mm512_mask_storeu_ps(a.y + (i + m) * w.rows() + row0[k], keep, v[k * M + m]);
   }
 }
 
-template <bool kBf16, int M>
-void f16x16_step(const splash::PackedWeights& w, const uint8_t* gp, const splash::cpu::KernelArgs& a, int64_t i,
-                 int64_t row0) {
-  __m512 v[M];
-  f16x16_micro<kBf16, M>(gp, w.cols(), a.x, i, v, a.prefetch);
-  const int64_t valid = std::min<int64_t>(16, w.rows() - row0);
-  const __mmask16 keep = static_cast<__mmask16>((1u << valid) - 1u);
-  for (int m = 0; m < M; ++m) _mm512_mask_storeu_ps(a.y + (i + m) * w.rows() + row0, keep, v[m]);
+// Decode (one activation row) with two streams, as x8_streams: the task's groups in two runs walked
+// together, a remainder group alone.
+template <bool kBf16>
+void f16x16_streams(const splash::cpu::KernelArgs& a) {
+  const splash::PackedWeights& w = *a.w;
+  const int64_t g0 = a.r0 / 16, g1 = (a.r1 + 15) / 16, run = (g1 - g0) / 2;
+  for (int64_t j = 0; j < run; ++j) {
+    const uint8_t* gp[2] = {w.data() + (g0 + j) * w.group_bytes(), w.data() + (g0 + j + run) * w.group_bytes()};
+    const int64_t row0[2] = {(g0 + j) * 16, (g0 + j + run) * 16};
+    f16x16_step<kBf16, 1, 2>(w, gp, row0, a, a.i0);
+  }
+  for (int64_t g = g0 + 2 * run; g < g1; ++g) {
+    const uint8_t* gp[1] = {w.data() + g * w.group_bytes()};
+    const int64_t row0[1] = {g * 16};
+    f16x16_step<kBf16, 1, 1>(w, gp, row0, a, a.i0);
+  }
 }
 
 // Rows [r0, r1) (r0 a multiple of 16) x activation rows [i0, i1), 8 activation rows per pass over a
 // group (8 accumulators; the group's columns stream from L1 / L2 once per pass).
 template <bool kBf16>
 void f16x16_tile(const splash::cpu::KernelArgs& a) {
+  if (a.i1 - a.i0 == 1 && a.streams == 2) {
+    f16x16_streams<kBf16>(a);
+    return;
+  }
   const splash::PackedWeights& w = *a.w;
   for (int64_t g = a.r0 / 16; g * 16 < a.r1; ++g) {
-    const uint8_t* gp = w.data() + g * w.group_bytes();
+    const uint8_t* gp[1] = {w.data() + g * w.group_bytes()};
+    const int64_t row0[1] = {g * 16};
     int64_t i = a.i0;
-    for (; i + 8 <= a.i1; i += 8) f16x16_step<kBf16, 8>(w, gp, a, i, g * 16);
+    for (; i + 8 <= a.i1; i += 8) f16x16_step<kBf16, 8, 1>(w, gp, row0, a, i);
     switch (a.i1 - i) {
-      case 7: f16x16_step<kBf16, 7>(w, gp, a, i, g * 16); break;
-      case 6: f16x16_step<kBf16, 6>(w, gp, a, i, g * 16); break;
-      case 5: f16x16_step<kBf16, 5>(w, gp, a, i, g * 16); break;
-      case 4: f16x16_step<kBf16, 4>(w, gp, a, i, g * 16); break;
-      case 3: f16x16_step<kBf16, 3>(w, gp, a, i, g * 16); break;
-      case 2: f16x16_step<kBf16, 2>(w, gp, a, i, g * 16); break;
-      case 1: f16x16_step<kBf16, 1>(w, gp, a, i, g * 16); break;
+      case 7: f16x16_step<kBf16, 7, 1>(w, gp, row0, a, i); break;
+      case 6: f16x16_step<kBf16, 6, 1>(w, gp, row0, a, i); break;
+      case 5: f16x16_step<kBf16, 5, 1>(w, gp, row0, a, i); break;
+      case 4: f16x16_step<kBf16, 4, 1>(w, gp, row0, a, i); break;
+      case 3: f16x16_step<kBf16, 3, 1>(w, gp, row0, a, i); break;
+      case 2: f16x16_step<kBf16, 2, 1>(w, gp, row0, a, i); break;
+      case 1: f16x16_step<kBf16, 1, 1>(w, gp, row0, a, i); break;
       default: break;
     }
   }

@@ -39,7 +39,7 @@ struct KernelArgs {
   int64_t r0 = 0, r1 = 0;
   int64_t i0 = 0, i1 = 0;
   int64_t prefetch = 0;  // the x8 / x16 decode kernels' prefetch distance (PackedWeights::stream_prefetch_bytes)
-  int streams = 1;       // the x8 kernels' streams per task in decode (PackedWeights::decode_streams): 1 or 2
+  int streams = 1;       // the x8 / x16 kernels' streams per task in decode (PackedWeights::decode_streams): 1 or 2
 };
 using TileKernel = void (*)(const KernelArgs& a);
 

@@ -235,12 +235,12 @@ TEST(Matmul, DecodePrefetchDistanceDoesNotChangeResults) {
 }
 
 TEST(Matmul, DecodeStreamsDoNotChangeResults) {
-  // One decode task of an x8 layout may read its rows as two runs of groups walked together
-  // (PackedWeights::decode_streams: 2 on Intel, 1 elsewhere); every row's sum is the same either way,
-  // so the results must be exactly those of one stream on every host. Awkward sizes: an odd number
-  // of groups per task (a remainder group), a last group of padding rows, one and two threads (one
-  // task over the whole matrix, or 64-row chunks).
-  for (const char* name : {"Q8_0", "Q4_0", "Q4_K", "Q5_K", "Q6_K", "MLX4_g64_bf16", "MLX8_g32_f16"}) {
+  // One decode task of an interleaved layout (x8, and the 16-row F16 / BF16 layouts) may read its
+  // rows as two runs of groups walked together (PackedWeights::decode_streams: 2 on Intel, 1
+  // elsewhere); every row's sum is the same either way, so the results must be exactly those of one
+  // stream on every host. Awkward sizes: an odd number of groups per task (a remainder group), a
+  // last group of padding rows, one and two threads (one task over the whole matrix, or chunks).
+  for (const char* name : {"F16", "BF16", "Q8_0", "Q4_0", "Q4_K", "Q5_K", "Q6_K", "MLX4_g64_bf16", "MLX8_g32_f16"}) {
     for (int64_t rows : {int64_t{8}, int64_t{77}, int64_t{88}, int64_t{300}, int64_t{600}}) {
       const int64_t cols = 512;
       const Case c = make_case(name, rows, cols, 57 + static_cast<uint32_t>(rows));
