@@ -76,33 +76,17 @@ void f16x16_step(const splash::PackedWeights& w, const uint8_t* const* gp, const
   }
 }
 
-// Decode (one activation row) with two streams, as x8_streams: the task's groups in two runs walked
-// together, a remainder group alone.
-template <bool kBf16>
-void f16x16_streams(const splash::cpu::KernelArgs& a) {
-  const splash::PackedWeights& w = *a.w;
-  const int64_t g0 = a.r0 / 16, g1 = (a.r1 + 15) / 16, run = (g1 - g0) / 2;
-  for (int64_t j = 0; j < run; ++j) {
-    const uint8_t* gp[2] = {w.data() + (g0 + j) * w.group_bytes(), w.data() + (g0 + j + run) * w.group_bytes()};
-    const int64_t row0[2] = {(g0 + j) * 16, (g0 + j + run) * 16};
-    f16x16_step<kBf16, 1, 2>(w, gp, row0, a, a.i0);
-  }
-  for (int64_t g = g0 + 2 * run; g < g1; ++g) {
-    const uint8_t* gp[1] = {w.data() + g * w.group_bytes()};
-    const int64_t row0[1] = {g * 16};
-    f16x16_step<kBf16, 1, 1>(w, gp, row0, a, a.i0);
-  }
-}
-
 // Rows [r0, r1) (r0 a multiple of 16) x activation rows [i0, i1), 8 activation rows per pass over a
 // group (8 accumulators; the group's columns stream from L1 / L2 once per pass).
 template <bool kBf16>
 void f16x16_tile(const splash::cpu::KernelArgs& a) {
-  if (a.i1 - a.i0 == 1 && a.streams == 2) {
-    f16x16_streams<kBf16>(a);
+  const splash::PackedWeights& w = *a.w;
+  if (a.i1 - a.i0 == 1 && a.streams == 2) {  // decode: two streams (walk_streams)
+    walk_streams<2>(w, a.r0, a.r1, [&](auto count, const uint8_t* const* gp, const int64_t* row0) {
+      f16x16_step<kBf16, 1, decltype(count)::value>(w, gp, row0, a, a.i0);
+    });
     return;
   }
-  const splash::PackedWeights& w = *a.w;
   for (int64_t g = a.r0 / 16; g * 16 < a.r1; ++g) {
     const uint8_t* gp[1] = {w.data() + g * w.group_bytes()};
     const int64_t row0[1] = {g * 16};

@@ -384,7 +384,7 @@ void x16_step(const splash::PackedWeights& w, const uint8_t* p0, int64_t nb, con
 // its one sequential stream per task pulled ~45% more bandwidth than two interleaved ones on the
 // 151,936 x 1024 output matrix (bench_matmul gemv/Q4_0/output 48 vs 34 GB/s, Q8_0 55 vs 36), while
 // the pairs win 1.7x where the weights are reused across many activation rows (prefill). (On Intel
-// the 256-bit kernel reads two streams per task all the same, but far apart: x8_streams.)
+// the 256-bit kernel reads two streams per task all the same, but far apart: walk_streams.)
 template <class Micro>
 void x16_tile(const splash::cpu::KernelArgs& a) {
   if (a.i1 - a.i0 <= kX16MinActRows) {

@@ -9,7 +9,7 @@
 // sums; the block ends in a single FMA with the 8 row scales times the activation scale. The same
 // call with M = n serves decode (GEMV): the group's bytes are one contiguous stream. Decode may also
 // take S = 2 groups per call (one activation row), from two runs of a task's rows: two streams
-// (x8_streams, PackedWeights::decode_streams).
+// (walk_streams, PackedWeights::decode_streams).
 
 // Software prefetch distance for the x8 streams (bytes ahead in a group's contiguous data), used by
 // the 512-bit prefill kernels (matmul_gemm512_impl.h; matmul_float512_impl.h for tiles of several
@@ -470,26 +470,28 @@ void x8_step(const splash::PackedWeights& w, const uint8_t* const* gp, const int
   for (int k = 0; k < S; ++k) store_x8<M>(v + k * M, a.y, w.rows(), i, row0[k], w.rows());
 }
 
-// Decode (one activation row) with S streams: rows [r0, r1) cut into S runs of whole groups, walked
-// together, one group of each per call, so S sequential streams are in flight (Intel's prefetchers
-// pull more from two than from one: PackedWeights::decode_streams); a remainder group goes alone.
-template <class Micro, int S>
-void x8_streams(const splash::cpu::KernelArgs& a, int64_t nb) {
-  const splash::PackedWeights& w = *a.w;
-  const int64_t g0 = a.r0 / 8, g1 = (a.r1 + 7) / 8, run = (g1 - g0) / S;
+// Decode (one activation row) with S streams: rows [r0, r1) (r0 on a group) cut into S runs of
+// whole groups, walked together, one group of each per step, so S sequential streams are in flight
+// (Intel's prefetchers pull more from two than from one: PackedWeights::decode_streams); a remainder
+// group goes alone. step(count, gp, row0) takes `count` (std::integral_constant: S, or 1 for a
+// remainder) groups at gp[k], weight rows from row0[k]. Shared by the x8 and 16-row float kernels.
+template <int S, class Step>
+void walk_streams(const splash::PackedWeights& w, int64_t r0, int64_t r1, Step&& step) {
+  const int64_t gr = w.group_rows();
+  const int64_t g0 = r0 / gr, g1 = (r1 + gr - 1) / gr, run = (g1 - g0) / S;
   for (int64_t j = 0; j < run; ++j) {
     const uint8_t* gp[S];
     int64_t row0[S];
     for (int k = 0; k < S; ++k) {
       gp[k] = w.data() + (g0 + j + k * run) * w.group_bytes();
-      row0[k] = (g0 + j + k * run) * 8;
+      row0[k] = (g0 + j + k * run) * gr;
     }
-    x8_step<Micro, 1, S>(w, gp, row0, nb, a, a.i0, a.prefetch);
+    step(std::integral_constant<int, S>{}, gp, row0);
   }
   for (int64_t g = g0 + S * run; g < g1; ++g) {
     const uint8_t* gp[1] = {w.data() + g * w.group_bytes()};
-    const int64_t row0[1] = {g * 8};
-    x8_step<Micro, 1, 1>(w, gp, row0, nb, a, a.i0, a.prefetch);
+    const int64_t row0[1] = {g * gr};
+    step(std::integral_constant<int, 1>{}, gp, row0);
   }
 }
 
@@ -500,7 +502,9 @@ void x8_tile(const splash::cpu::KernelArgs& a) {
   const splash::PackedWeights& w = *a.w;
   const int64_t nb = w.cols() / 32;
   if (a.i1 - a.i0 == 1 && a.streams == 2) {
-    x8_streams<Micro, 2>(a, nb);
+    walk_streams<2>(w, a.r0, a.r1, [&](auto count, const uint8_t* const* gp, const int64_t* row0) {
+      x8_step<Micro, 1, decltype(count)::value>(w, gp, row0, nb, a, a.i0, a.prefetch);
+    });
     return;
   }
   for (int64_t g = a.r0 / 8; g * 8 < a.r1; ++g) {
