@@ -1,9 +1,9 @@
 // Decode attention micro-benchmark at the Qwen3-0.6B shape (28 layers, 16 query heads, 8 KV heads,
 // head_dim 128): one query token over C cached tokens, every layer in turn as a decode step runs
 // them. From 3,000 tokens the pool (170 MB in int8) is far larger than the caches, so the pages come
-// from memory; at 128 tokens (7.5 MB) the kernels run with the KV in cache. Reported as the KV bytes
-// read per step / time (GB/s), to set beside `bench_matmul membw`; read/ctx:3000 is a plain read of
-// the same bytes in the same order.
+// from memory; at 32-128 tokens (2-7.5 MB) the kernels run with the KV in cache (their fixed
+// costs). Reported as the KV bytes read per step / time (GB/s), to set beside `bench_matmul membw`;
+// read/ctx:3000 is a plain read of the same bytes in the same order.
 //   bench_attention [--benchmark_filter=decode/int8/ctx:3000] ; SPLASH_BENCH_THREADS=1 for one thread,
 //   SPLASH_BENCH_ISA=avx2 for the AVX2 kernels on an AVX-512 machine
 #include <benchmark/benchmark.h>
@@ -128,7 +128,7 @@ void register_all() {
   for (auto [name, f] : {std::pair{"int8", KvFormat::kInt8}, std::pair{"bf16", KvFormat::kBF16}})
     benchmark::RegisterBenchmark((std::string("decode/") + name).c_str(),
                                  [f = f](benchmark::State& s) { bm_decode(s, f); })
-        ->ArgsProduct({{128, 512, 3000, 8000}, {0, 1}})
+        ->ArgsProduct({{32, 64, 128, 512, 3000, 8000}, {0, 1}})
         ->ArgNames({"ctx", "shuffled"})
         ->Unit(benchmark::kMillisecond)
         ->UseRealTime();

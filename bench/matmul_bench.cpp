@@ -183,7 +183,7 @@ void bm_membw(benchmark::State& state) {
 // interleaved reads; "share" the median over the pairs of decode GB/s / membw GB/s; "out GB/s" and
 // "layers GB/s" the output matrix (78-147 MB, one long stream) and the 112 layer matrices (1-3.5 MB).
 // The arguments are the decode kernels' prefetch distance (PackedWeights::stream_prefetch_bytes; the
-// default for this CPU is default_stream_prefetch_bytes()) and streams per task
+// default for this CPU and layout is default_stream_prefetch_bytes(format)) and streams per task
 // (PackedWeights::decode_streams, default_decode_streams()), so one run compares them.
 void bm_decode(benchmark::State& state, std::string type) {
   static std::string held_type;
@@ -233,10 +233,10 @@ void bm_decode(benchmark::State& state, std::string type) {
 }
 
 int register_all() {
-  for (const char* type : {"Q4_0", "Q8_0", "MLX4", "F16"})
+  for (const char* type : {"Q4_0", "Q8_0", "Q4_K", "Q6_K", "Q5_K", "MLX4", "F16"})
     benchmark::RegisterBenchmark((std::string("decode/") + type).c_str(), bm_decode, type)
         ->ArgNames({"prefetch", "streams"})
-        ->ArgsProduct({{0, 1024, 2048, 4096}, {1, 2}})
+        ->ArgsProduct({{0, 512, 768, 1024, 1536, 2048, 4096}, {1, 2}})
         ->Unit(benchmark::kMillisecond)
         ->UseManualTime();
   benchmark::RegisterBenchmark("membw", bm_membw)->Arg(1)->Arg(2)->Arg(4)->Unit(benchmark::kMillisecond)->UseRealTime();

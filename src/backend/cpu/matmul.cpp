@@ -301,8 +301,18 @@ bool PackedWeights::uses_amx() const {
   return amx_allowed_ && isa_ >= IsaLevel::kAvx512 && layout && amx_usable();
 }
 
-int64_t default_stream_prefetch_bytes() {
-  return cpu_features().vendor == CpuVendor::kIntel ? 2048 : 0;
+int64_t default_stream_prefetch_bytes(WeightFormat format) {
+  if (cpu_features().vendor != CpuVendor::kIntel) return 0;
+  switch (format) {
+    case WeightFormat::kQ4_0x8:
+    case WeightFormat::kQ8_0x8:
+    case WeightFormat::kQ6_Kx8:
+    case WeightFormat::kF16x16:
+    case WeightFormat::kBF16x16:
+      return 1024;
+    default:
+      return 2048;
+  }
 }
 
 int default_decode_streams() { return cpu_features().vendor == CpuVendor::kIntel ? 2 : 1; }

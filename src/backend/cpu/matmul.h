@@ -78,11 +78,14 @@ struct WeightRows {
   int64_t rows = 0;
 };
 
-// The decode prefetch distance for this CPU (PackedWeights::stream_prefetch_bytes): 2 KiB on Intel,
-// whose hardware streamers stop at every 4 KiB boundary even on huge pages (0.6B Q4_0 decode +23% on
-// a Sapphire Rapids-class host), 0 elsewhere (a Zen 4 host's decode lost 10-25% with any distance
-// from 256 B to 6 KB). docs/PERFORMANCE.md, "Decode prefetch by vendor".
-int64_t default_stream_prefetch_bytes();
+// The decode prefetch distance for this CPU and layout (PackedWeights::stream_prefetch_bytes). On
+// Intel, whose hardware streamers stop at every 4 KiB boundary even on huge pages (0.6B Q4_0 decode
+// +23% on a Sapphire Rapids-class host with 2 KiB), it is measured per layout with two decode
+// streams: 1 KiB for Q4_0, Q8_0, Q6_K and the 16-row F16 / BF16 groups, 2 KiB for Q4_K, Q5_K and MLX
+// (bench_matmul decode/<type>/prefetch:P/streams:2; docs/PERFORMANCE.md, "Prefetch distance per
+// layout"). 0 elsewhere: a Zen 4 host's decode lost 10-25% with any distance from 256 B to 6 KB
+// (docs/PERFORMANCE.md, "Decode prefetch by vendor").
+int64_t default_stream_prefetch_bytes(WeightFormat format);
 
 // The decode streams per task for this CPU (PackedWeights::decode_streams): 2 on Intel, where one
 // thread's decode pulls ~13% more from two sequential streams walked together than from one
@@ -123,8 +126,11 @@ class PackedWeights {
   int group_rows() const { return format_ == WeightFormat::kF16x16 || format_ == WeightFormat::kBF16x16 ? 16 : 8; }
   // How far ahead (bytes) the decode kernels of the interleaved layouts prefetch this matrix's stream
   // into L1; 0 leaves it to the hardware prefetchers. Set at pack time to
-  // default_stream_prefetch_bytes(); changing it never changes results (benchmarks compare values).
-  int64_t stream_prefetch_bytes() const { return stream_prefetch_bytes_; }
+  // default_stream_prefetch_bytes(format()) unless set; changing it never changes results
+  // (benchmarks compare values).
+  int64_t stream_prefetch_bytes() const {
+    return stream_prefetch_bytes_ >= 0 ? stream_prefetch_bytes_ : default_stream_prefetch_bytes(format_);
+  }
   void set_stream_prefetch_bytes(int64_t bytes) { stream_prefetch_bytes_ = bytes < 0 ? 0 : bytes; }
   // How many sequential streams one decode task of an interleaved layout (Q4_0, Q8_0, K-quants, MLX;
   // F16 / BF16 in 16-row groups) reads at once: 1, or 2 (the task's rows cut in two runs of groups,
@@ -156,7 +162,7 @@ class PackedWeights {
   int group_size_ = 0;
   DType scale_dtype_ = DType::kF32;
   int64_t group_bytes_ = 0;
-  int64_t stream_prefetch_bytes_ = default_stream_prefetch_bytes();
+  int64_t stream_prefetch_bytes_ = -1;  // -1: default_stream_prefetch_bytes(format_)
   int decode_streams_ = default_decode_streams();
   bool amx_allowed_ = true;
   ArenaBuffer storage_;  // repacked copy when the file layout is not the kernel's (on huge pages)
