@@ -304,7 +304,6 @@ bool PackedWeights::uses_amx() const {
 int64_t default_stream_prefetch_bytes(WeightFormat format) {
   if (cpu_features().vendor != CpuVendor::kIntel) return 0;
   switch (format) {
-    case WeightFormat::kQ4_0x8:
     case WeightFormat::kQ8_0x8:
     case WeightFormat::kQ6_Kx8:
     case WeightFormat::kF16x16:
