@@ -82,9 +82,8 @@ struct WeightRows {
 // Intel, whose hardware streamers stop at every 4 KiB boundary even on huge pages (0.6B Q4_0 decode
 // +23% on a Sapphire Rapids-class host with 2 KiB), it is measured per layout with two decode
 // streams: 1 KiB for Q8_0, Q6_K and the 16-row F16 / BF16 groups, 2 KiB for Q4_0, Q4_K, Q5_K and
-// MLX
-// (bench_matmul decode/<type>/prefetch:P/streams:2; docs/PERFORMANCE.md, "Prefetch distance per
-// layout"). 0 elsewhere: a Zen 4 host's decode lost 10-25% with any distance from 256 B to 6 KB
+// MLX (bench_matmul decode/<type>/prefetch:P/streams:2 and splash bench; docs/PERFORMANCE.md,
+// "Prefetch distance per layout"). 0 elsewhere: a Zen 4 host's decode lost 10-25% with any distance from 256 B to 6 KB
 // (docs/PERFORMANCE.md, "Decode prefetch by vendor").
 int64_t default_stream_prefetch_bytes(WeightFormat format);
 
