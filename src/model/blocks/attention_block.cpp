@@ -73,7 +73,17 @@ void attention_block(const AttentionWeights& w, LayerContext& ctx) {
     }
   };
   if (w.output_gate && ws.gate.size() < static_cast<size_t>(n * q_dim)) ws.gate.resize(static_cast<size_t>(n * q_dim));
-  if (w.qkv.size() == 1) {
+  // Where q, k and v are read from below: the split buffers, or the fused projection's one row.
+  float* q = ws.q.data();
+  float* k = ws.k.data();
+  float* v = ws.v.data();
+  if (w.qkv.size() == 1 && n == 1 && !w.output_gate) {
+    // One row (decode): q, k and v are already contiguous in the fused product; no split copies.
+    project(w.qkv[0], ws.h.data(), ws.qkv.data(), n, *ctx.threads, prof);
+    q = ws.qkv.data();
+    k = q + q_dim;
+    v = k + kv_dim;
+  } else if (w.qkv.size() == 1) {
     // One weight pass for q, k and v; the split copies give each of them contiguous rows, which
     // the KV store and attention want per sequence.
     const int64_t stride = q_rows + 2 * kv_dim;
@@ -97,20 +107,20 @@ void attention_block(const AttentionWeights& w, LayerContext& ctx) {
   }
   if (!w.q_norm.empty()) {
     ProfileScope ps(prof, ForwardOp::kNorm);
-    rms_norm_heads(ws.q.data(), w.q_norm.data(), c.rms_eps, ws.q.data(), n, c.n_head, hd, ctx.isa);
-    rms_norm_heads(ws.k.data(), w.k_norm.data(), c.rms_eps, ws.k.data(), n, c.n_head_kv, hd, ctx.isa);
+    rms_norm_heads(q, w.q_norm.data(), c.rms_eps, q, n, c.n_head, hd, ctx.isa);
+    rms_norm_heads(k, w.k_norm.data(), c.rms_eps, k, n, c.n_head_kv, hd, ctx.isa);
   }
   {
     ProfileScope ps(prof, ForwardOp::kRope);
-    rope_apply(ws.q.data(), n, c.n_head, ctx.positions, *ctx.rope);
-    rope_apply(ws.k.data(), n, c.n_head_kv, ctx.positions, *ctx.rope);
+    rope_apply(q, n, c.n_head, ctx.positions, *ctx.rope);
+    rope_apply(k, n, c.n_head_kv, ctx.positions, *ctx.rope);
   }
 
   {
     ProfileScope ps(prof, ForwardOp::kKvStore);
     for (const RowRun& run : ctx.runs)
-      ctx.kv->write(*run.kv, ctx.kv_layer, run.pos0, run.n_rows, ws.k.data() + run.row0 * kv_dim,
-                    ws.v.data() + run.row0 * kv_dim);
+      ctx.kv->write(*run.kv, ctx.kv_layer, run.pos0, run.n_rows, k + run.row0 * kv_dim,
+                    v + run.row0 * kv_dim);
   }
 
   AttentionParams ap;
@@ -124,7 +134,7 @@ void attention_block(const AttentionWeights& w, LayerContext& ctx) {
   {
     ProfileScope ps(prof, ForwardOp::kAttention);
     for (const RowRun& run : ctx.runs)
-      attention(ws.q.data() + run.row0 * q_dim, run.n_rows, run.pos0, ctx.kv->view(*run.kv, ctx.kv_layer), ap,
+      attention(q + run.row0 * q_dim, run.n_rows, run.pos0, ctx.kv->view(*run.kv, ctx.kv_layer), ap,
                 ws.att.data() + run.row0 * q_dim, *ctx.threads, &ws.attn);
   }
 
