@@ -83,8 +83,8 @@ struct WeightRows {
 // +23% on a Sapphire Rapids-class host with 2 KiB), it is measured per layout with two decode
 // streams: 1 KiB for Q8_0, Q6_K and the 16-row F16 / BF16 groups, 2 KiB for Q4_0, Q4_K, Q5_K and
 // MLX (bench_matmul decode/<type>/prefetch:P/streams:2 and splash bench; docs/PERFORMANCE.md,
-// "Prefetch distance per layout"). 0 elsewhere: a Zen 4 host's decode lost 10-25% with any distance from 256 B to 6 KB
-// (docs/PERFORMANCE.md, "Decode prefetch by vendor").
+// "Prefetch distance per layout"). 0 elsewhere: a Zen 4 host's decode lost 10-25% with any distance
+// from 256 B to 6 KB (docs/PERFORMANCE.md, "Decode prefetch by vendor").
 int64_t default_stream_prefetch_bytes(WeightFormat format);
 
 // The decode streams per task for this CPU (PackedWeights::decode_streams): 2 on Intel, where one
@@ -125,9 +125,8 @@ class PackedWeights {
   // Rows per group of an interleaved layout: 16 for kF16x16 / kBF16x16, 8 for the other x8 formats.
   int group_rows() const { return format_ == WeightFormat::kF16x16 || format_ == WeightFormat::kBF16x16 ? 16 : 8; }
   // How far ahead (bytes) the decode kernels of the interleaved layouts prefetch this matrix's stream
-  // into L1; 0 leaves it to the hardware prefetchers. Set at pack time to
-  // default_stream_prefetch_bytes(format()) unless set; changing it never changes results
-  // (benchmarks compare values).
+  // into L1; 0 leaves it to the hardware prefetchers. default_stream_prefetch_bytes(format()) until
+  // set_stream_prefetch_bytes; changing it never changes results (benchmarks compare values).
   int64_t stream_prefetch_bytes() const {
     return stream_prefetch_bytes_ >= 0 ? stream_prefetch_bytes_ : default_stream_prefetch_bytes(format_);
   }
