@@ -413,6 +413,8 @@ void matmul(const PackedWeights& w, const float* x, float* y, int64_t n, ThreadP
   }
 
   const int64_t rows = w.rows();
+  const int64_t prefetch = w.stream_prefetch_bytes();
+  const int streams = w.decode_streams();
   auto run_tile = [&](TileKernel k, int64_t r0, int64_t r1, int64_t i0, int64_t i1) {
     KernelArgs a;
     a.w = &w;
@@ -423,13 +425,13 @@ void matmul(const PackedWeights& w, const float* x, float* y, int64_t n, ThreadP
     a.r1 = r1;
     a.i0 = i0;
     a.i1 = i1;
-    a.prefetch = w.stream_prefetch_bytes();
-    a.streams = w.decode_streams();
+    a.prefetch = prefetch;
+    a.streams = streams;
     k(a);
   };
   if (n <= 8) {
     // Decode: all activation rows in every chunk (decode_shares).
-    const int64_t chunk_rows = n == 1 && w.is_x8() && w.decode_streams() == 2 ? 256 : 64;
+    const int64_t chunk_rows = n == 1 && w.is_x8() && streams == 2 ? 256 : 64;
     decode_shares(rows, w.is_x8() ? w.group_rows() : 8, chunk_rows, threads, pool,
                   [&](int64_t r0, int64_t r1) { run_tile(kernel, r0, r1, 0, n); });
     return;

@@ -77,23 +77,24 @@ void attention_block(const AttentionWeights& w, LayerContext& ctx) {
   float* q = ws.q.data();
   float* k = ws.k.data();
   float* v = ws.v.data();
-  if (w.qkv.size() == 1 && n == 1 && !w.output_gate) {
-    // One row (decode): q, k and v are already contiguous in the fused product; no split copies.
-    project(w.qkv[0], ws.h.data(), ws.qkv.data(), n, *ctx.threads, prof);
-    q = ws.qkv.data();
-    k = q + q_dim;
-    v = k + kv_dim;
-  } else if (w.qkv.size() == 1) {
-    // One weight pass for q, k and v; the split copies give each of them contiguous rows, which
-    // the KV store and attention want per sequence.
+  if (w.qkv.size() == 1) {
+    // One weight pass for q, k and v. One ungated row (decode) reads them in place, three contiguous
+    // runs; otherwise the split copies give each of them contiguous rows, which the KV store and
+    // attention want per sequence.
     const int64_t stride = q_rows + 2 * kv_dim;
     project(w.qkv[0], ws.h.data(), ws.qkv.data(), n, *ctx.threads, prof);
-    ProfileScope ps(prof, ForwardOp::kCopy);
-    for (int64_t r = 0; r < n; ++r) {
-      const float* src = ws.qkv.data() + r * stride;
-      split_q(src, r);
-      std::memcpy(ws.k.data() + r * kv_dim, src + q_rows, kv_dim * sizeof(float));
-      std::memcpy(ws.v.data() + r * kv_dim, src + q_rows + kv_dim, kv_dim * sizeof(float));
+    if (n == 1 && !w.output_gate) {
+      q = ws.qkv.data();
+      k = q + q_dim;
+      v = k + kv_dim;
+    } else {
+      ProfileScope ps(prof, ForwardOp::kCopy);
+      for (int64_t r = 0; r < n; ++r) {
+        const float* src = ws.qkv.data() + r * stride;
+        split_q(src, r);
+        std::memcpy(ws.k.data() + r * kv_dim, src + q_rows, kv_dim * sizeof(float));
+        std::memcpy(ws.v.data() + r * kv_dim, src + q_rows + kv_dim, kv_dim * sizeof(float));
+      }
     }
   } else if (w.output_gate) {
     project(w.qkv[0], ws.h.data(), ws.qkv.data(), n, *ctx.threads, prof);  // [n, 2 q_dim]

@@ -209,9 +209,9 @@ TEST(Matmul, DecodeSplitGivesTheSameResultForEveryThreadCount) {
 }
 
 TEST(Matmul, DecodePrefetchDistanceDoesNotChangeResults) {
-  // The decode kernels prefetch a matrix's stream PackedWeights::stream_prefetch_bytes() ahead (2 KiB
-  // on Intel, none elsewhere); any distance, the lines past the end of the matrix included, must
-  // give exactly the results without.
+  // The decode kernels prefetch a matrix's stream PackedWeights::stream_prefetch_bytes() ahead (on
+  // Intel 1 or 2 KiB by layout, none elsewhere: default_stream_prefetch_bytes until set); any
+  // distance, the lines past the end of the matrix included, must give exactly the results without.
   ThreadPool pool(2);
   for (const char* name : {"F16", "BF16", "Q8_0", "Q4_0", "Q4_K", "Q5_K", "Q6_K", "MLX4_g64_bf16", "MLX8_g32_f16"}) {
     const int64_t rows = 77, cols = 512;
@@ -219,12 +219,13 @@ TEST(Matmul, DecodePrefetchDistanceDoesNotChangeResults) {
     for (IsaLevel level : levels_here()) {
       auto packed = c.pack(level);
       ASSERT_TRUE(packed.ok()) << packed.error_message();
+      EXPECT_EQ(packed->stream_prefetch_bytes(), default_stream_prefetch_bytes(packed->format())) << name;
       for (int64_t n : {1, 3}) {
         SCOPED_TRACE(str_cat(name, " ", isa_level_name(level), " n=", n));
         const auto x = test::random_floats(static_cast<size_t>(n * cols), 9 + static_cast<uint32_t>(n));
         packed->set_stream_prefetch_bytes(0);
         const auto y0 = run(*packed, x, n, pool);
-        for (int64_t pf : {int64_t{64}, int64_t{2048}, int64_t{1} << 20}) {
+        for (int64_t pf : {int64_t{64}, int64_t{1024}, int64_t{2048}, int64_t{1} << 20}) {
           packed->set_stream_prefetch_bytes(pf);
           EXPECT_EQ(packed->stream_prefetch_bytes(), pf);
           EXPECT_EQ(run(*packed, x, n, pool), y0) << "prefetch " << pf;
