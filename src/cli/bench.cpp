@@ -22,6 +22,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "backend/cpu/matmul.h"
 #include "cli/commands.h"
 #include "cli/bench_spec.h"
 #include "cli/model_source.h"
@@ -303,6 +304,7 @@ int run_bench(BenchArgs a) {
       if (is_decode(r)) {
         out.back()["decode_bytes_per_token"] = decode_bytes(r);
         out.back()["decode_gb_s"] = decode_bytes(r) * r.median * 1e-9;
+        out.back()["decode_prefetch"] = decode_prefetch_summary();
       }
       if (a.profile) out.back()["profile"] = profile_json(r.profile);
     }
@@ -342,6 +344,8 @@ int run_bench(BenchArgs a) {
                 format_bytes(static_cast<uint64_t>(decode_bytes(r)) - mm.decode_read).c_str(),
                 mean_context(r), decode_bytes(r) * r.median * 1e-9, r.median);
   }
+  if (const std::string tuned = decode_prefetch_summary(); !tuned.empty())
+    std::printf("decode prefetch distance, tuned per layout while decoding: %s\n", tuned.c_str());
   if (a.profile) {
     for (const auto& r : results)
       std::printf("\nprofile %s (%d threads):\n%s", r.test.c_str(), threads.size(), r.profile.table(threads.size()).c_str());

@@ -1,12 +1,15 @@
 #include "backend/cpu/matmul.h"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <memory>
 
 #include "backend/cpu/matmul_kernels.h"
 #include "backend/cpu/matmul_repack.h"
+#include "backend/cpu/prefetch_tuner.h"
 #include "core/half.h"
 
 namespace splash {
@@ -305,6 +308,7 @@ int64_t default_stream_prefetch_bytes(WeightFormat format) {
   if (cpu_features().vendor != CpuVendor::kIntel) return 0;
   switch (format) {
     case WeightFormat::kQ8_0x8:
+    case WeightFormat::kQ4_0x8:
     case WeightFormat::kQ6_Kx8:
     case WeightFormat::kF16x16:
     case WeightFormat::kBF16x16:
@@ -315,6 +319,50 @@ int64_t default_stream_prefetch_bytes(WeightFormat format) {
 }
 
 int default_decode_streams() { return cpu_features().vendor == CpuVendor::kIntel ? 2 : 1; }
+
+namespace {
+
+constexpr int kFormats = static_cast<int>(WeightFormat::kQ6_Kx8) + 1;
+
+// Each interleaved layout's tuner, where its default distance is not 0 (none on AMD: there the
+// hardware prefetchers do better than any distance).
+cpu::PrefetchTuner* prefetch_tuner(WeightFormat f) {
+  static const auto tuners = [] {
+    std::array<std::unique_ptr<cpu::PrefetchTuner>, kFormats> t;
+    for (int i = 0; i < kFormats; ++i) {
+      const auto format = static_cast<WeightFormat>(i);
+      if (is_x8_format(format) && default_stream_prefetch_bytes(format) > 0)
+        t[static_cast<size_t>(i)] = std::make_unique<cpu::PrefetchTuner>(default_stream_prefetch_bytes(format));
+    }
+    return t;
+  }();
+  return tuners[static_cast<size_t>(f)].get();
+}
+
+}  // namespace
+
+int64_t PackedWeights::stream_prefetch_bytes() const {
+  if (stream_prefetch_bytes_ >= 0) return stream_prefetch_bytes_;
+  const cpu::PrefetchTuner* tuner = prefetch_tuner(format_);
+  return tuner != nullptr ? tuner->current() : default_stream_prefetch_bytes(format_);
+}
+
+bool PackedWeights::stream_prefetch_tuned() const {
+  return stream_prefetch_bytes_ < 0 && prefetch_tuner(format_) != nullptr;
+}
+
+std::string decode_prefetch_summary() {
+  std::string out;
+  for (int i = 0; i < kFormats; ++i) {
+    const auto format = static_cast<WeightFormat>(i);
+    const cpu::PrefetchTuner* tuner = prefetch_tuner(format);
+    if (tuner == nullptr || tuner->rounds() == 0) continue;
+    if (!out.empty()) out += "; ";
+    out += str_cat(weight_format_name(format), " ", tuner->current(), " B (", tuner->rounds(), " trials, ",
+                   tuner->moves(), " moves)");
+  }
+  return out;
+}
 
 namespace {
 
@@ -413,7 +461,11 @@ void matmul(const PackedWeights& w, const float* x, float* y, int64_t n, ThreadP
   }
 
   const int64_t rows = w.rows();
-  const int64_t prefetch = w.stream_prefetch_bytes();
+  // One-row products of a tuned layout are timed for its tuner (prefetch_tuner.h); the rest run on
+  // its current distance.
+  cpu::PrefetchTuner* tuner = n == 1 && w.stream_prefetch_tuned() ? prefetch_tuner(w.format()) : nullptr;
+  const cpu::PrefetchTuner::Ticket ticket = tuner != nullptr ? tuner->begin(w.packed_bytes()) : cpu::PrefetchTuner::Ticket{};
+  const int64_t prefetch = tuner != nullptr ? ticket.bytes : w.stream_prefetch_bytes();
   const int streams = w.decode_streams();
   auto run_tile = [&](TileKernel k, int64_t r0, int64_t r1, int64_t i0, int64_t i1) {
     KernelArgs a;
@@ -432,8 +484,12 @@ void matmul(const PackedWeights& w, const float* x, float* y, int64_t n, ThreadP
   if (n <= 8) {
     // Decode: all activation rows in every chunk (decode_shares).
     const int64_t chunk_rows = n == 1 && w.is_x8() && streams == 2 ? 256 : 64;
+    using Clock = std::chrono::steady_clock;
+    const Clock::time_point t0 = ticket.slot >= 0 ? Clock::now() : Clock::time_point{};
     decode_shares(rows, w.is_x8() ? w.group_rows() : 8, chunk_rows, threads, pool,
                   [&](int64_t r0, int64_t r1) { run_tile(kernel, r0, r1, 0, n); });
+    if (ticket.slot >= 0)
+      tuner->end(ticket, w.packed_bytes(), std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count());
     return;
   }
   // Prefill: tasks of 32 weight rows x 64 activation rows, so the activation tile (64 x cols int8)

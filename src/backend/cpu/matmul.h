@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <span>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -78,14 +79,19 @@ struct WeightRows {
   int64_t rows = 0;
 };
 
-// The decode prefetch distance for this CPU and layout (PackedWeights::stream_prefetch_bytes). On
+// The decode prefetch distance a layout starts from on this CPU (PackedWeights::stream_prefetch_bytes;
+// where not 0, the layout's tuner starts there and moves with the host: prefetch_tuner.h). On
 // Intel, whose hardware streamers stop at every 4 KiB boundary even on huge pages (0.6B Q4_0 decode
-// +23% on a Sapphire Rapids-class host with 2 KiB), it is measured per layout with two decode
-// streams: 1 KiB for Q8_0, Q6_K and the 16-row F16 / BF16 groups, 2 KiB for Q4_0, Q4_K, Q5_K and
-// MLX (bench_matmul decode/<type>/prefetch:P/streams:2 and splash bench; docs/PERFORMANCE.md,
+// +23% on a Sapphire Rapids-class host with 2 KiB), it was measured per layout with two decode
+// streams: 1 KiB for Q8_0, Q4_0, Q6_K and the 16-row F16 / BF16 groups, 2 KiB for Q4_K, Q5_K and MLX
+// (bench_matmul decode/<type>/prefetch:P/streams:2 and splash bench; docs/PERFORMANCE.md,
 // "Prefetch distance per layout"). 0 elsewhere: a Zen 4 host's decode lost 10-25% with any distance
 // from 256 B to 6 KB (docs/PERFORMANCE.md, "Decode prefetch by vendor").
 int64_t default_stream_prefetch_bytes(WeightFormat format);
+
+// The decode prefetch distances tuned so far, one per layout that ran decode products: e.g.
+// "Q4_0x8 768 B (12 trials, 2 moves)", "; "-separated; empty when none ran (benchmark reports).
+std::string decode_prefetch_summary();
 
 // The decode streams per task for this CPU (PackedWeights::decode_streams): 2 on Intel, where one
 // thread's decode pulls ~13% more from two sequential streams walked together than from one
@@ -125,11 +131,13 @@ class PackedWeights {
   // Rows per group of an interleaved layout: 16 for kF16x16 / kBF16x16, 8 for the other x8 formats.
   int group_rows() const { return format_ == WeightFormat::kF16x16 || format_ == WeightFormat::kBF16x16 ? 16 : 8; }
   // How far ahead (bytes) the decode kernels of the interleaved layouts prefetch this matrix's stream
-  // into L1; 0 leaves it to the hardware prefetchers. default_stream_prefetch_bytes(format()) until
-  // set_stream_prefetch_bytes; changing it never changes results (benchmarks compare values).
-  int64_t stream_prefetch_bytes() const {
-    return stream_prefetch_bytes_ >= 0 ? stream_prefetch_bytes_ : default_stream_prefetch_bytes(format_);
-  }
+  // into L1; 0 leaves it to the hardware prefetchers. The value of set_stream_prefetch_bytes once
+  // set (benchmarks compare values); until then the layout's tuned distance where the default is
+  // not 0 (stream_prefetch_tuned(): one per layout, moving while tokens are decoded,
+  // backend/cpu/prefetch_tuner.h), else default_stream_prefetch_bytes(format()). Changing it never
+  // changes results.
+  int64_t stream_prefetch_bytes() const;
+  bool stream_prefetch_tuned() const;
   void set_stream_prefetch_bytes(int64_t bytes) { stream_prefetch_bytes_ = bytes < 0 ? 0 : bytes; }
   // How many sequential streams one decode task of an interleaved layout (Q4_0, Q8_0, K-quants, MLX;
   // F16 / BF16 in 16-row groups) reads at once: 1, or 2 (the task's rows cut in two runs of groups,
@@ -161,7 +169,7 @@ class PackedWeights {
   int group_size_ = 0;
   DType scale_dtype_ = DType::kF32;
   int64_t group_bytes_ = 0;
-  int64_t stream_prefetch_bytes_ = -1;  // -1: default_stream_prefetch_bytes(format_)
+  int64_t stream_prefetch_bytes_ = -1;  // -1: not set (tuned, or default_stream_prefetch_bytes(format_))
   int decode_streams_ = default_decode_streams();
   bool amx_allowed_ = true;
   ArenaBuffer storage_;  // repacked copy when the file layout is not the kernel's (on huge pages)

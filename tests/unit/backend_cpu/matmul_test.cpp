@@ -2,10 +2,13 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <iterator>
 #include <memory>
 #include <string>
 
 #include "backend/cpu/cpu_features.h"
+#include "backend/cpu/prefetch_tuner.h"
 #include "core/half.h"
 #include "matmul_test_util.h"
 
@@ -219,7 +222,14 @@ TEST(Matmul, DecodePrefetchDistanceDoesNotChangeResults) {
     for (IsaLevel level : levels_here()) {
       auto packed = c.pack(level);
       ASSERT_TRUE(packed.ok()) << packed.error_message();
-      EXPECT_EQ(packed->stream_prefetch_bytes(), default_stream_prefetch_bytes(packed->format())) << name;
+      if (packed->stream_prefetch_tuned()) {
+        // The layout's tuner: a step of its ladder (its start is the layout's default).
+        const int64_t pf = packed->stream_prefetch_bytes();
+        EXPECT_TRUE(std::find(std::begin(cpu::PrefetchTuner::kLadder), std::end(cpu::PrefetchTuner::kLadder), pf) !=
+                    std::end(cpu::PrefetchTuner::kLadder)) << name << " " << pf;
+      } else {
+        EXPECT_EQ(packed->stream_prefetch_bytes(), default_stream_prefetch_bytes(packed->format())) << name;
+      }
       for (int64_t n : {1, 3}) {
         SCOPED_TRACE(str_cat(name, " ", isa_level_name(level), " n=", n));
         const auto x = test::random_floats(static_cast<size_t>(n * cols), 9 + static_cast<uint32_t>(n));
@@ -228,10 +238,35 @@ TEST(Matmul, DecodePrefetchDistanceDoesNotChangeResults) {
         for (int64_t pf : {int64_t{64}, int64_t{1024}, int64_t{2048}, int64_t{1} << 20}) {
           packed->set_stream_prefetch_bytes(pf);
           EXPECT_EQ(packed->stream_prefetch_bytes(), pf);
+          EXPECT_FALSE(packed->stream_prefetch_tuned());
           EXPECT_EQ(run(*packed, x, n, pool), y0) << "prefetch " << pf;
         }
       }
     }
+  }
+}
+
+TEST(Matmul, DecodeProductsTuneTheLayoutsPrefetchDistance) {
+  // One-row products of a matrix whose distance is not set are timed for its layout's tuner
+  // (prefetch_tuner.h) where the CPU has one (the x8 layouts on Intel): after a trial round's worth
+  // of products big enough to time, the summary names the layout. The distances tried must not
+  // change a single result.
+  ThreadPool pool(2);
+  const int64_t rows = 1024, cols = 1024;  // 576 KB of Q4_0: above PrefetchTuner::kMinTimedBytes
+  const Case c = make_case("Q4_0", rows, cols, 5);
+  auto packed = c.pack(best_isa_level());
+  ASSERT_TRUE(packed.ok()) << packed.error_message();
+  ASSERT_GE(packed->packed_bytes(), cpu::PrefetchTuner::kMinTimedBytes);
+  const auto x = test::random_floats(static_cast<size_t>(cols), 3);
+  const auto y0 = run(*packed, x, 1, pool);
+  const int64_t products = cpu::PrefetchTuner::kHoldAfterMove + 3 * cpu::PrefetchTuner::kSamplesPerStep + 1;
+  for (int64_t i = 0; i < products; ++i) ASSERT_EQ(run(*packed, x, 1, pool), y0) << i;
+  const std::string summary = decode_prefetch_summary();
+  if (packed->stream_prefetch_tuned()) {
+    EXPECT_NE(summary.find(weight_format_name(packed->format())), std::string::npos) << summary;
+    EXPECT_NE(summary.find(" trials"), std::string::npos) << summary;
+  } else {
+    EXPECT_EQ(summary, "");
   }
 }
 
