@@ -1,5 +1,6 @@
 #include "backend/cpu/prefetch_tuner.h"
 
+#include <algorithm>
 #include <cstdlib>
 
 namespace splash::cpu {
@@ -82,8 +83,10 @@ void PrefetchTuner::finish_round() {
     current_ = steps_[best];
     ++moves_;
     hold_ = kHoldAfterMove;
+    next_stay_hold_ = kHoldAfterStay;
   } else {
-    hold_ = kHoldAfterStay;
+    hold_ = next_stay_hold_;
+    next_stay_hold_ = std::min(2 * next_stay_hold_, kMaxHold);
   }
   trying_ = false;
   ++rounds_done_;

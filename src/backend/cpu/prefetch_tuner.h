@@ -24,10 +24,13 @@ class PrefetchTuner {
   static constexpr int64_t kLadder[] = {512, 768, 1024, 1536, 2048, 3072};
   static constexpr int kSteps = static_cast<int>(sizeof(kLadder) / sizeof(kLadder[0]));
   // Products timed per trial step, and how many products run on the chosen step before the next
-  // trial: few after a move (the climb goes on), more once the current step won.
+  // trial: few after a move (the climb goes on), more once the current step won, twice as many
+  // after each further stay up to kMaxHold (a steady host is checked less and less often, so the
+  // trials cost under 1% of its products; any move starts over).
   static constexpr int kSamplesPerStep = 96;
   static constexpr int64_t kHoldAfterMove = 128;
   static constexpr int64_t kHoldAfterStay = 4096;
+  static constexpr int64_t kMaxHold = 32768;
   // Only products of this many weight bytes are timed: smaller ones are dominated by the fork and
   // join, and the output matrix (one per token, 80-600 MB) would land in a single trial.
   static constexpr int64_t kMinTimedBytes = int64_t{256} << 10;
@@ -62,6 +65,7 @@ class PrefetchTuner {
   mutable std::mutex mu_;
   int current_ = 0;            // ladder index
   int64_t hold_ = kHoldAfterMove;  // products left before the next round (the first ones warm up)
+  int64_t next_stay_hold_ = kHoldAfterStay;  // the hold after the next stay
   bool trying_ = false;        // a round is under way
   uint64_t round_ = 0;
   int steps_[3] = {0, 0, 0};   // the round's ladder indices

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <functional>
@@ -66,16 +67,30 @@ TEST(PrefetchTuner, ClimbsToTheFastestDistance) {
   EXPECT_EQ(up.moves(), 5);
 }
 
-TEST(PrefetchTuner, StaysOnTheBestAndTriesLittle) {
-  // Once on the best step, a round only every kHoldAfterStay products, and two thirds of a round
-  // run on a neighbour: over 50,000 products (about 440 tokens of a 28-layer model) under 5%.
+// Trial rounds finished within `products` products on a host whose best step never changes: the
+// first after the warm-up hold, then after holds of kHoldAfterStay, doubling up to kMaxHold.
+int64_t steady_rounds(int64_t products) {
+  int64_t at = PrefetchTuner::kHoldAfterMove, hold = PrefetchTuner::kHoldAfterStay, n = 0;
+  while (at + kRound <= products) {
+    ++n;
+    at += kRound + hold;
+    hold = std::min(2 * hold, PrefetchTuner::kMaxHold);
+  }
+  return n;
+}
+
+TEST(PrefetchTuner, StaysOnTheBestAndTriesLessAndLess) {
+  // Once on the best step, each stay doubles the hold before the next round (up to kMaxHold), and
+  // two thirds of a round run on a neighbour: over 200,000 products (about 1,800 tokens of a
+  // 28-layer model) under 1% of them.
   PrefetchTuner t(1024);
-  const int64_t products = 50000;
+  const int64_t products = 200000;
   const int64_t off = drive(t, products, peaked_at(1024), 0.02);
   EXPECT_EQ(t.current(), 1024);
   EXPECT_EQ(t.moves(), 0);
-  EXPECT_EQ(t.rounds(), products / (kRound + PrefetchTuner::kHoldAfterStay) + 1);
-  EXPECT_LT(off, products / 20);
+  EXPECT_EQ(t.rounds(), steady_rounds(products));
+  EXPECT_LT(t.rounds(), products / (kRound + PrefetchTuner::kHoldAfterStay));  // fewer than without the doubling
+  EXPECT_LT(off, products / 100);
 }
 
 TEST(PrefetchTuner, NoiseWithinTheMarginDoesNotMoveIt) {
@@ -88,12 +103,24 @@ TEST(PrefetchTuner, NoiseWithinTheMarginDoesNotMoveIt) {
 }
 
 TEST(PrefetchTuner, FollowsTheHostWhenTheBestMoves) {
+  // After a long steady spell (the hold at kMaxHold) the host changes and 2048 becomes best: the
+  // next round, within kMaxHold products, finds 1536 and the climb goes on to 2048.
   PrefetchTuner t(1024);
-  drive(t, 3000, peaked_at(1024), 0.02);
+  drive(t, 100000, peaked_at(1024), 0.02);
   ASSERT_EQ(t.current(), 1024);
-  // The host changes: now 2048 is best. The next round (within kHoldAfterStay products) finds it.
-  drive(t, PrefetchTuner::kHoldAfterStay + 2 * kMove + kRound, peaked_at(2048), 0.02);
+  const auto host = peaked_at(2048);
+  for (int64_t i = 0; t.moves() < 2 && i < PrefetchTuner::kMaxHold + 2 * kMove + kRound; ++i)
+    drive(t, 1, host, 0.02, 2 * kMiB, static_cast<uint32_t>(i));  // one product at a time: stop at the second move
   EXPECT_EQ(t.current(), 2048);
+  EXPECT_EQ(t.moves(), 2);
+  // A move starts the doubling over: the hold after the move, then one round that stays on 2048,
+  // after which the hold is kHoldAfterStay again (not kMaxHold), so a change back to 1024 is found
+  // as soon.
+  drive(t, PrefetchTuner::kHoldAfterMove + kRound, peaked_at(2048), 0.02);
+  ASSERT_EQ(t.current(), 2048);
+  ASSERT_EQ(t.moves(), 2);
+  drive(t, PrefetchTuner::kHoldAfterStay + 2 * kMove, peaked_at(1024), 0.02);
+  EXPECT_EQ(t.current(), 1024);
 }
 
 TEST(PrefetchTuner, SmallAndHugeProductsAreNotTimed) {
