@@ -2,7 +2,9 @@
 # Decode as a share of this machine's memory bandwidth (issue 3: decode at >= 90% of the measured
 # read bandwidth divided by the bytes read per token). The bandwidth of these shared hosts moves by
 # up to 2x within a minute, so the two are measured interleaved: per round, bench_matmul membw (2
-# threads, the best of 1/2/4 streams per thread, on huge pages like the weights), one `splash bench`
+# threads, on huge pages like the weights, the best of: 1/2/4 plain streams per thread, and two
+# streams of 32-byte loads with software prefetch 256-1024 B ahead, which reads 0-4% more than the
+# plain ones on the Intel host: the bar is the most this machine was seen to read), one `splash bench`
 # tg run, membw again; the round's share = decode GB/s (weights + KV read per token x tok/s) / the
 # mean of the two membw figures around it. Prints every round and the median share. A benchmark,
 # not a test: record the load average it prints with the figures.
