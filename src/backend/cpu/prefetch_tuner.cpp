@@ -33,9 +33,9 @@ void PrefetchTuner::end(const Ticket& ticket, int64_t product_bytes, int64_t ns)
   if (ticket.slot < 0 || ns <= 0) return;
   std::lock_guard<std::mutex> lock(mu_);
   if (!trying_ || ticket.round != round_ || ticket.slot >= n_steps_) return;
-  ++samples_[ticket.slot];
-  bytes_[ticket.slot] += static_cast<double>(product_bytes);
-  ns_[ticket.slot] += static_cast<double>(ns);
+  int& n = samples_[ticket.slot];
+  if (n >= kSamplesPerStep) return;  // this step has its samples; the others are still coming
+  rates_[ticket.slot][n++] = static_cast<double>(product_bytes) / static_cast<double>(ns);
   for (int k = 0; k < n_steps_; ++k)
     if (samples_[k] < kSamplesPerStep) return;
   finish_round();
@@ -62,8 +62,6 @@ void PrefetchTuner::start_round() {
     if (i < 0 || i >= kSteps) continue;
     steps_[n_steps_] = i;
     samples_[n_steps_] = 0;
-    bytes_[n_steps_] = 0;
-    ns_[n_steps_] = 0;
     ++n_steps_;
   }
   next_ = 0;
@@ -75,7 +73,11 @@ void PrefetchTuner::finish_round() {
   int here = 0, best = 0;
   double rate[3];
   for (int k = 0; k < n_steps_; ++k) {
-    rate[k] = bytes_[k] / ns_[k];
+    double* r = rates_[k];
+    std::sort(r, r + kSamplesPerStep);
+    double sum = 0;
+    for (int i = kTrim; i < kSamplesPerStep - kTrim; ++i) sum += r[i];
+    rate[k] = sum / (kSamplesPerStep - 2 * kTrim);
     if (steps_[k] == current_) here = k;
     if (rate[k] > rate[best]) best = k;
   }

@@ -6,7 +6,8 @@
 // neighbours leave (docs/PERFORMANCE.md, "Prefetch distance tuned while decoding"). So each layout's
 // distance climbs a ladder while tokens are decoded: now and then the next products take the
 // current step and its two neighbours in turn, each product is timed, and the fastest step by bytes
-// per second becomes current when it beats the current one by a margin.
+// per second (a trimmed mean over its products) becomes current when it beats the current one by a
+// margin.
 //
 // The results never depend on the distance (only the speed does), so the tuner needs no care for
 // determinism. Thread-safe: one mutex, taken twice per timed product (those of 0.25-64 MB, which
@@ -37,6 +38,9 @@ class PrefetchTuner {
   static constexpr int64_t kMaxTimedBytes = int64_t{64} << 20;
   // A neighbour replaces the current step only when faster by more than this share.
   static constexpr double kMoveMargin = 0.02;
+  // A step's speed is the mean of its products' bytes per ns without the kTrim fastest and kTrim
+  // slowest: a product the OS preempted for a few ms must not decide a round.
+  static constexpr int kTrim = kSamplesPerStep / 8;
 
   // Starts on the ladder step nearest to `start_bytes`.
   explicit PrefetchTuner(int64_t start_bytes);
@@ -72,8 +76,7 @@ class PrefetchTuner {
   int n_steps_ = 0;
   int next_ = 0;               // rotation over the round's steps
   int samples_[3] = {0, 0, 0};
-  double bytes_[3] = {0, 0, 0};
-  double ns_[3] = {0, 0, 0};
+  double rates_[3][kSamplesPerStep] = {};  // bytes per ns of each timed product, per step
   int64_t rounds_done_ = 0;
   int64_t moves_ = 0;
 };
