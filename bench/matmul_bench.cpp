@@ -6,7 +6,8 @@
 // membw/<streams per thread>: this machine's read bandwidth over a 512 MiB buffer with the pool's
 // threads, the ceiling that decode (GEMV) is judged against; membw_prefetch/<bytes>: the same read
 // as two streams per task of 32-byte loads with software prefetch that far ahead, as the decode
-// kernels read (on an Intel host 3-8% above membw/2 at 1 KiB, so the bar takes the best of all).
+// kernels read (on the Intel host 0-4% above membw/2, best at 256-512 B, so the bar takes the best
+// of all).
 #include <benchmark/benchmark.h>
 #include <immintrin.h>
 
@@ -204,7 +205,6 @@ void bm_membw_prefetch(benchmark::State& state) {
     state.SkipWithError("needs AVX2");
     return;
   }
-  membw_pass(2);  // the buffer, allocated and touched
   const auto* buf = membw_buffer();
   const int64_t tasks = 64, bytes = kMembwWords * 8 / tasks;
   std::vector<uint64_t> sums(tasks);

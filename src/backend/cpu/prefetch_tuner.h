@@ -10,8 +10,8 @@
 // margin.
 //
 // The results never depend on the distance (only the speed does), so the tuner needs no care for
-// determinism. Thread-safe: one mutex, taken twice per timed product (those of 0.25-64 MB, which
-// take 10 us to 5 ms).
+// determinism. Thread-safe: one mutex, taken by begin() for every one-row product of the layout
+// and by end() for the timed ones (0.25-64 MB, which take 10 us to 5 ms).
 #pragma once
 
 #include <cstdint>
