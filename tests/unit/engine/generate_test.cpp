@@ -320,6 +320,11 @@ TEST(SplashBenchCli, DepthFillsTheCacheBeforeEachTestAndNamesIt) {
   const auto flat_rows = nlohmann::json::parse(flat.out);
   ASSERT_EQ(flat_rows.size(), 1u);
   EXPECT_EQ(flat_rows[0]["test"], "tg8");
+  // Decode rows name the tuned prefetch distances (empty where no product was big enough to time,
+  // as here, or no layout is tuned); prefill rows do not.
+  ASSERT_TRUE(flat_rows[0].contains("decode_prefetch")) << flat.out;
+  EXPECT_TRUE(flat_rows[0]["decode_prefetch"].is_string()) << flat.out;
+  EXPECT_FALSE(rows[0].contains("decode_prefetch")) << p.out;
   const double kv_extra = rows[1]["decode_bytes_per_token"].get<double>() -
                           flat_rows[0]["decode_bytes_per_token"].get<double>();
   EXPECT_GT(kv_extra, 0.0);  // the depth's KV counted in what a step reads
