@@ -322,11 +322,14 @@ int default_decode_streams() { return cpu_features().vendor == CpuVendor::kIntel
 
 namespace {
 
+// The formats up to the last one declared (kQ6_Kx8); a format added after it has no tuner until
+// this bound follows it (prefetch_tuner() returns nullptr for it instead of reading past the table).
 constexpr int kFormats = static_cast<int>(WeightFormat::kQ6_Kx8) + 1;
 
 // Each interleaved layout's tuner, where its default distance is not 0 (none on AMD: there the
 // hardware prefetchers do better than any distance).
 cpu::PrefetchTuner* prefetch_tuner(WeightFormat f) {
+  if (static_cast<int>(f) >= kFormats) return nullptr;
   static const auto tuners = [] {
     std::array<std::unique_ptr<cpu::PrefetchTuner>, kFormats> t;
     for (int i = 0; i < kFormats; ++i) {
