@@ -65,9 +65,18 @@ TEST(SpecCache, LanesWithRejectedDraftsPublishOnlyCommittedTokens) {
   o.spec_block = 8;
   ASSERT_TRUE(o.prefix_cache);
   auto e = make_engine(*m, o);
+  ASSERT_TRUE(e);
   Recorder ra, rb;
-  ASSERT_TRUE(e->submit(a, ra.callback()).ok());
-  ASSERT_TRUE(e->submit(b, rb.callback()).ok());
+  {
+    // Both requests are queued before a runs its first step, so the two lanes share forwards.
+    oracle.hold();
+    struct Release {
+      TestSource& s;
+      ~Release() { s.release(); }
+    } release{oracle};
+    ASSERT_TRUE(e->submit(a, ra.callback()).ok());
+    ASSERT_TRUE(e->submit(b, rb.callback()).ok());
+  }
   ASSERT_TRUE(ra.wait_done());
   ASSERT_TRUE(rb.wait_done());
   EXPECT_EQ(ra.tokens(), ta);
