@@ -280,7 +280,7 @@ int register_all() {
   for (const char* type : {"Q4_0", "Q8_0", "Q4_K", "Q6_K", "Q5_K", "MLX4", "F16"})
     benchmark::RegisterBenchmark((std::string("decode/") + type).c_str(), bm_decode, type)
         ->ArgNames({"prefetch", "streams"})
-        ->ArgsProduct({{0, 512, 768, 1024, 1536, 2048, 4096}, {1, 2}})
+        ->ArgsProduct({{0, 256, 512, 768, 1024, 1536, 2048, 4096}, {1, 2}})
         ->Unit(benchmark::kMillisecond)
         ->UseManualTime();
   benchmark::RegisterBenchmark("membw", bm_membw)->Arg(1)->Arg(2)->Arg(4)->Unit(benchmark::kMillisecond)->UseRealTime();
