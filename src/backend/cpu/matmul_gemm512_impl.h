@@ -11,10 +11,12 @@
 // Fewer activation rows than this per tile take the 256-bit kernel (see x16_tile).
 constexpr int64_t kX16MinActRows = 8;
 
-inline __m512i bcast4_512(const int8_t* p) {
-  int32_t v;
-  std::memcpy(&v, p, 4);
-  return _mm512_set1_epi32(v);
+// acc + the dot products of the unsigned bytes q with the 4 activation bytes at x, broadcast to all
+// 16 lanes: vpdpbusd with an embedded broadcast ({1to16}), which GCC 12 does not form from
+// _mm512_set1_epi32 (see dpbusd_bcast in matmul_gemm_impl.h).
+inline __m512i dpbusd_bcast512(__m512i acc, __m512i q, const int8_t* x) {
+  asm("vpdpbusd %[x]%{1to16%}, %[q], %[acc]" : [acc] "+v"(acc) : [q] "v"(q), [x] "m"(*reinterpret_cast<const int32_t*>(x)));
+  return acc;
 }
 
 // Signed bytes w as unsigned w + 128 (flipping the top bit), so vpdpbusd takes 8-bit codes as its
@@ -52,8 +54,8 @@ void q4_0x16_micro(const uint8_t* p0, const uint8_t* p1, int64_t nb, const splas
       const __m512i lo = _mm512_and_si512(v, m4);
       const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
       for (int m = 0; m < M; ++m) {
-        isum[m] = _mm512_dpbusd_epi32(isum[m], lo, bcast4_512(xq[m] + b * 32 + 4 * s));
-        isum[m] = _mm512_dpbusd_epi32(isum[m], hi, bcast4_512(xq[m] + b * 32 + 16 + 4 * s));
+        isum[m] = dpbusd_bcast512(isum[m], lo, xq[m] + b * 32 + 4 * s);
+        isum[m] = dpbusd_bcast512(isum[m], hi, xq[m] + b * 32 + 16 + 4 * s);
       }
     }
     const __m512 d = scales_pair(a0, a1);
@@ -94,7 +96,7 @@ void q8_0x16_micro(const uint8_t* p0, const uint8_t* p1, int64_t nb, const splas
     for (int m = 0; m < M; ++m) isum[m] = _mm512_set1_epi32(-128 * xs[m][b]);
     for (int s = 0; s < 8; ++s) {
       const __m512i u = flip_sign(load_pair(a0 + 16 + 32 * s, a1 + 16 + 32 * s));
-      for (int m = 0; m < M; ++m) isum[m] = _mm512_dpbusd_epi32(isum[m], u, bcast4_512(xq[m] + b * 32 + 4 * s));
+      for (int m = 0; m < M; ++m) isum[m] = dpbusd_bcast512(isum[m], u, xq[m] + b * 32 + 4 * s);
     }
     const __m512 d = scales_pair(a0, a1);
     for (int m = 0; m < M; ++m)
@@ -149,7 +151,7 @@ void mlx_x16_micro(const uint8_t* p0, const uint8_t* p1, int64_t nb, int subs, c
         for (int s = 0; s < 8; ++s) {
           const __m512i u =
               flip_sign(load_pair(a0 + 16 * kSb + kCodes * k + 32 * s, a1 + 16 * kSb + kCodes * k + 32 * s));
-          for (int m = 0; m < M; ++m) isum[m] = _mm512_dpbusd_epi32(isum[m], u, bcast4_512(xq[m] + b * 32 + 4 * s));
+          for (int m = 0; m < M; ++m) isum[m] = dpbusd_bcast512(isum[m], u, xq[m] + b * 32 + 4 * s);
         }
       } else {
         for (int s = 0; s < 4; ++s) {
@@ -157,8 +159,8 @@ void mlx_x16_micro(const uint8_t* p0, const uint8_t* p1, int64_t nb, int subs, c
           const __m512i lo = _mm512_and_si512(v, m4);
           const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
           for (int m = 0; m < M; ++m) {
-            isum[m] = _mm512_dpbusd_epi32(isum[m], lo, bcast4_512(xq[m] + b * 32 + 4 * s));
-            isum[m] = _mm512_dpbusd_epi32(isum[m], hi, bcast4_512(xq[m] + b * 32 + 16 + 4 * s));
+            isum[m] = dpbusd_bcast512(isum[m], lo, xq[m] + b * 32 + 4 * s);
+            isum[m] = dpbusd_bcast512(isum[m], hi, xq[m] + b * 32 + 16 + 4 * s);
           }
         }
       }
@@ -227,8 +229,8 @@ void q45_kx16_micro(const uint8_t* p0, const uint8_t* p1, int64_t nb, const spla
           hi = _mm512_or_si512(hi, _mm512_and_si512(_mm512_srli_epi16(top, s), b4));
         }
         for (int m = 0; m < M; ++m) {
-          isum[m] = _mm512_dpbusd_epi32(isum[m], lo, bcast4_512(xq[m] + b * 32 + 4 * s));
-          isum[m] = _mm512_dpbusd_epi32(isum[m], hi, bcast4_512(xq[m] + b * 32 + 16 + 4 * s));
+          isum[m] = dpbusd_bcast512(isum[m], lo, xq[m] + b * 32 + 4 * s);
+          isum[m] = dpbusd_bcast512(isum[m], hi, xq[m] + b * 32 + 16 + 4 * s);
         }
       }
       const __m512 sc = bytes_pair_u8(a0 + splash::cpu::kQ4_Kx8ScOffset + 8 * j, a1 + splash::cpu::kQ4_Kx8ScOffset + 8 * j);
@@ -290,8 +292,8 @@ void q6_kx16_micro(const uint8_t* p0, const uint8_t* p1, int64_t nb, const splas
           const __m512i lo = _mm512_or_si512(_mm512_and_si512(v, m4), _mm512_and_si512(tl, m30));
           const __m512i hi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(v, 4), m4), _mm512_and_si512(th, m30));
           for (int m = 0; m < M; ++m) {
-            sa[m] = _mm512_dpbusd_epi32(sa[m], lo, bcast4_512(xq[m] + b * 32 + 4 * s));
-            sb[m] = _mm512_dpbusd_epi32(sb[m], hi, bcast4_512(xq[m] + b * 32 + 16 + 4 * s));
+            sa[m] = dpbusd_bcast512(sa[m], lo, xq[m] + b * 32 + 4 * s);
+            sb[m] = dpbusd_bcast512(sb[m], hi, xq[m] + b * 32 + 16 + 4 * s);
           }
         }
       }

@@ -32,6 +32,35 @@ inline __m256i bcast4(const int8_t* p) {
   return _mm256_set1_epi32(v);
 }
 
+#if SPLASH_SIMD_VNNI
+// acc + the dot products of the unsigned bytes q with the 4 activation bytes at x, broadcast, for a
+// tile of M activation rows. M >= 2 (batched decode, speculative verification, small prefill tiles):
+// one vpdpbusd with an embedded broadcast ({1to8}) of x, which GCC 12 does not form on its own (it
+// does for vpaddd and vmulps), so a step saved a separate vpbroadcastd: from L2 on a Zen 4 host
+// M = 2 / 4 / 8 ran 15% / 11% / 11% faster (docs/PERFORMANCE.md, "Folded broadcasts"). M = 1 keeps
+// the separate broadcast: one-row decode streams from DRAM, where the folded form measured slower
+// (0.6B Q4_0 tg128 0.88x, 4 of 4 alternating pairs).
+template <int M>
+inline __m256i dpbusd_x4(__m256i acc, __m256i q, const int8_t* x) {
+  if constexpr (M == 1) {
+    return _mm256_dpbusd_epi32(acc, q, bcast4(x));
+  } else {
+    asm("vpdpbusd %[x]%{1to8%}, %[q], %[acc]"
+        : [acc] "+v"(acc)
+        : [q] "v"(q), [x] "m"(*reinterpret_cast<const int32_t*>(x)));
+    return acc;
+  }
+}
+// One 32-byte step of codes at p. For M >= 2 it is kept in a register: GCC otherwise folds the load
+// into both instructions that take the step apart (vpand, vpandn) and reads it twice.
+template <int M>
+inline __m256i code_step(const uint8_t* p) {
+  __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  if constexpr (M > 1) asm("" : "+v"(v));
+  return v;
+}
+#endif
+
 // The int32 sums of one 32-value block of 4-bit codes (the 4 code steps of a Q4_0x8 block at `c`)
 // against block b of M activation rows (`xq[m]`), each started from `init[m]`. VNNI sums in
 // int32, so the high nibbles need no shift per step: masked in place they are 16 times their value,
@@ -51,12 +80,12 @@ inline void nibble_block_sums(const uint8_t* c, const int8_t* const* xq, int64_t
     hi_sum[m] = _mm256_setzero_si256();
   }
   for (int s = 0; s < 4; ++s) {
-    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c + 32 * s));
+    const __m256i v = code_step<M>(c + 32 * s);
     const __m256i lo = _mm256_and_si256(v, m4);
     const __m256i hi16 = _mm256_andnot_si256(m4, v);
     for (int m = 0; m < M; ++m) {
-      lo_sum[m] = _mm256_dpbusd_epi32(lo_sum[m], lo, bcast4(x[m] + 4 * s));
-      hi_sum[m] = _mm256_dpbusd_epi32(hi_sum[m], hi16, bcast4(x[m] + 16 + 4 * s));
+      lo_sum[m] = dpbusd_x4<M>(lo_sum[m], lo, x[m] + 4 * s);
+      hi_sum[m] = dpbusd_x4<M>(hi_sum[m], hi16, x[m] + 16 + 4 * s);
     }
   }
   for (int m = 0; m < M; ++m) out[m] = _mm256_add_epi32(lo_sum[m], _mm256_srai_epi32(hi_sum[m], 4));
@@ -128,7 +157,7 @@ inline void signed_code_sums(const uint8_t* c, const int8_t* const* xq, int64_t 
   for (int m = 0; m < M; ++m) out[m] = _mm256_set1_epi32(-128 * xs[m][b]);
   for (int s = 0; s < 8; ++s) {
     const __m256i u = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(c + 32 * s)), flip);
-    for (int m = 0; m < M; ++m) out[m] = _mm256_dpbusd_epi32(out[m], u, bcast4(xq[m] + b * 32 + 4 * s));
+    for (int m = 0; m < M; ++m) out[m] = dpbusd_x4<M>(out[m], u, xq[m] + b * 32 + 4 * s);
   }
 #else
   (void)xs;  // the sign trick needs no offset
