@@ -37,9 +37,9 @@ inline __m256i bcast4(const int8_t* p) {
 // tile of M activation rows. M >= 2 (batched decode, speculative verification, small prefill tiles):
 // one vpdpbusd with an embedded broadcast ({1to8}) of x, which GCC 12 does not form on its own (it
 // does for vpaddd and vmulps), so a step saved a separate vpbroadcastd: from L2 on a Zen 4 host
-// M = 2 / 4 / 8 ran 15% / 11% / 11% faster (docs/PERFORMANCE.md, "Folded broadcasts"). M = 1 keeps
-// the separate broadcast: one-row decode streams from DRAM, where the folded form measured slower
-// (0.6B Q4_0 tg128 0.88x, 4 of 4 alternating pairs).
+// Q4_0 tiles of 2-8 rows ran 7-19% faster, Q8_0 3-8%, Q5_K 8-15% (docs/PERFORMANCE.md, "Folded
+// broadcasts"). M = 1 keeps the separate broadcast: one-row decode streams from DRAM, where the
+// folded form measured slower (0.6B Q4_0 tg128 0.88x, 4 of 4 alternating pairs).
 template <int M>
 inline __m256i dpbusd_x4(__m256i acc, __m256i q, const int8_t* x) {
   if constexpr (M == 1) {
@@ -247,13 +247,14 @@ void q45_kx8_micro(const uint8_t* const* gp, int64_t nb, const splash::cpu::Quan
             const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4),
                                                _mm256_and_si256(_mm256_srli_epi16(top, s), b4));
             for (int m = 0; m < M; ++m) {
-              const __m256i xl = bcast4(xq[m] + b * 32 + 4 * s);
-              const __m256i xh = bcast4(xq[m] + b * 32 + 16 + 4 * s);
+              const int8_t* xl = xq[m] + b * 32 + 4 * s;
+              const int8_t* xh = xl + 16;
 #if SPLASH_SIMD_VNNI
-              isum[m] = _mm256_dpbusd_epi32(_mm256_dpbusd_epi32(isum[m], lo, xl), hi, xh);
+              isum[m] = dpbusd_x4<M>(dpbusd_x4<M>(isum[m], lo, xl), hi, xh);
 #else
               // 5-bit codes: 2 x 31 x 127 x 2 per step fits int16, four steps would not
-              const __m256i pair = _mm256_add_epi16(_mm256_maddubs_epi16(lo, xl), _mm256_maddubs_epi16(hi, xh));
+              const __m256i pair =
+                  _mm256_add_epi16(_mm256_maddubs_epi16(lo, bcast4(xl)), _mm256_maddubs_epi16(hi, bcast4(xh)));
               isum[m] = _mm256_add_epi32(isum[m], _mm256_madd_epi16(pair, _mm256_set1_epi16(1)));
 #endif
             }
@@ -326,16 +327,16 @@ void q6_kx8_micro(const uint8_t* const* gp, int64_t nb, const splash::cpu::Quant
             const __m256i hi =
                 _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4), _mm256_and_si256(th, m30));
             for (int m = 0; m < M; ++m) {
-              const __m256i xl = bcast4(xq[m] + b * 32 + 4 * s);
-              const __m256i xh = bcast4(xq[m] + b * 32 + 16 + 4 * s);
+              const int8_t* xl = xq[m] + b * 32 + 4 * s;
+              const int8_t* xh = xl + 16;
 #if SPLASH_SIMD_VNNI
-              sa[m] = _mm256_dpbusd_epi32(sa[m], lo, xl);
-              sb[m] = _mm256_dpbusd_epi32(sb[m], hi, xh);
+              sa[m] = dpbusd_x4<M>(sa[m], lo, xl);
+              sb[m] = dpbusd_x4<M>(sb[m], hi, xh);
 #else
               // 63 x 127 x 2 per int16 pair: one step fits, two would not; widen every step.
               const __m256i one = _mm256_set1_epi16(1);
-              sa[m] = _mm256_add_epi32(sa[m], _mm256_madd_epi16(_mm256_maddubs_epi16(lo, xl), one));
-              sb[m] = _mm256_add_epi32(sb[m], _mm256_madd_epi16(_mm256_maddubs_epi16(hi, xh), one));
+              sa[m] = _mm256_add_epi32(sa[m], _mm256_madd_epi16(_mm256_maddubs_epi16(lo, bcast4(xl)), one));
+              sb[m] = _mm256_add_epi32(sb[m], _mm256_madd_epi16(_mm256_maddubs_epi16(hi, bcast4(xh)), one));
 #endif
             }
           }
