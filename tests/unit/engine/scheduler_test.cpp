@@ -107,13 +107,11 @@ TEST_F(SchedulerTiny, ConcurrentRequestsEqualThemselvesAlone) {
   o.chunk_tokens = 4;  // prefill chunks interleave with the first requests' decode steps
   auto e = engine(o);
   std::vector<Recorder> recs(reqs.size());
-  recs[0].hold();  // the first request waits after its first token until all four are queued
-  for (size_t i = 0; i < reqs.size(); ++i) {
-    const bool ok = e->submit(reqs[i], recs[i].callback()).ok();
-    if (!ok) recs[0].release();
-    ASSERT_TRUE(ok);
+  {
+    // The first request waits after its first token until all four are queued.
+    engine_test::TestGate::Closed closed(recs[0].text_gate());
+    for (size_t i = 0; i < reqs.size(); ++i) ASSERT_TRUE(e->submit(reqs[i], recs[i].callback()).ok());
   }
-  recs[0].release();
   for (size_t i = 0; i < reqs.size(); ++i) {
     ASSERT_TRUE(recs[i].wait_done());
     EXPECT_EQ(recs[i].tokens(), alone[i]) << "request " << i;
@@ -408,14 +406,14 @@ TEST(SchedulerStories15M, TwoLanesGiveGoldenText) {
   auto e = Engine::create(m->model, *m->tokenizer, test_options(2));
   ASSERT_TRUE(e.ok()) << e.error_message();
   Recorder a, b;
-  a.hold();  // a waits after its first token until b is queued, so the two share decode batches
-  const bool a_ok = (*e)->submit(greedy_request({m->tokenizer->bos_id()}, 20), a.callback()).ok();
-  std::vector<int32_t> p = {m->tokenizer->bos_id()};
-  for (int32_t id : m->tokenizer->encode("Tom had a red ball", false, false)) p.push_back(id);
-  const bool b_ok = (*e)->submit(greedy_request(p, 20), b.callback()).ok();
-  a.release();
-  ASSERT_TRUE(a_ok);
-  ASSERT_TRUE(b_ok);
+  {
+    // a waits after its first token until b is queued, so the two share decode batches.
+    engine_test::TestGate::Closed closed(a.text_gate());
+    ASSERT_TRUE((*e)->submit(greedy_request({m->tokenizer->bos_id()}, 20), a.callback()).ok());
+    std::vector<int32_t> p = {m->tokenizer->bos_id()};
+    for (int32_t id : m->tokenizer->encode("Tom had a red ball", false, false)) p.push_back(id);
+    ASSERT_TRUE((*e)->submit(greedy_request(p, 20), b.callback()).ok());
+  }
   ASSERT_TRUE(a.wait_done());
   ASSERT_TRUE(b.wait_done());
   EXPECT_EQ(a.text().rfind("Once upon a time, there was a little girl named Lily.", 0), 0u) << a.text();

@@ -15,6 +15,7 @@
 #include "engine/generate.h"
 #include "engine/scheduler.h"
 #include "gtest/gtest.h"
+#include "test_gate.h"
 #include "testmodel/test_model.h"
 #include "tokenizer/model_tokenizer.h"
 
@@ -74,28 +75,15 @@ class Recorder {
     return [this](const EngineEvent& e) { on_event(e); };
   }
   void on_event(const EngineEvent& e) {
-    if (e.kind == EngineEvent::kText) wait_gate();
+    if (e.kind == EngineEvent::kText) gate_.pass();
     std::lock_guard lk(mu_);
     events_.push_back(e);
     if (e.kind == EngineEvent::kDone) ++n_done_;
     cv_.notify_all();
   }
-  // hold(): this request's first text event blocks the engine thread (tick runs outside the
-  // scheduler's lock, so submits still queue) until release(), at most 10 s so a failed test cannot
-  // hang. A test that needs several requests in one batched forward holds the first one's recorder,
-  // submits the rest, then releases: on a loaded 2-core CI machine the first request could otherwise
-  // finish before the test thread submitted the next. Call before submitting this request.
-  void hold() {
-    std::lock_guard lk(gate_mu_);
-    held_ = true;
-  }
-  void release() {
-    {
-      std::lock_guard lk(gate_mu_);
-      held_ = false;
-    }
-    gate_cv_.notify_all();
-  }
+  // Closed: this request's text events wait on the engine thread until it opens (test_gate.h).
+  // Close it before submitting this request.
+  engine_test::TestGate& text_gate() { return gate_; }
   // Waits for kDone; false after `timeout`.
   bool wait_done(std::chrono::milliseconds timeout = std::chrono::seconds(60)) {
     std::unique_lock lk(mu_);
@@ -137,18 +125,11 @@ class Recorder {
   }
 
  private:
-  void wait_gate() {
-    std::unique_lock lk(gate_mu_);
-    gate_cv_.wait_for(lk, std::chrono::seconds(10), [&] { return !held_; });
-  }
-
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::vector<EngineEvent> events_;
   int n_done_ = 0;
-  std::mutex gate_mu_;
-  std::condition_variable gate_cv_;
-  bool held_ = false;
+  engine_test::TestGate gate_;
 };
 
 inline EngineRequest greedy_request(std::vector<int32_t> prompt, int64_t max_tokens) {

@@ -69,11 +69,7 @@ TEST(SpecCache, LanesWithRejectedDraftsPublishOnlyCommittedTokens) {
   Recorder ra, rb;
   {
     // Both requests are queued before a runs its first step, so the two lanes share forwards.
-    oracle.hold();
-    struct Release {
-      TestSource& s;
-      ~Release() { s.release(); }
-    } release{oracle};
+    engine_test::TestGate::Closed closed(oracle.admission_gate());
     ASSERT_TRUE(e->submit(a, ra.callback()).ok());
     ASSERT_TRUE(e->submit(b, rb.callback()).ok());
   }

@@ -2,14 +2,12 @@
 // corrupting every `wrong_every`-th proposal) and a seeded random drafter that proposes garbage.
 #pragma once
 
-#include <chrono>
-#include <condition_variable>
 #include <memory>
-#include <mutex>
 #include <random>
 #include <vector>
 
 #include "spec/drafter.h"
+#include "test_gate.h"
 
 namespace splash::spec_test {
 
@@ -66,44 +64,21 @@ class TestSource final : public DrafterSource {
   TestSource(Kind kind, std::vector<int32_t> full, int wrong_every, int32_t n_vocab)
       : kind_(kind), full_(std::move(full)), wrong_every_(wrong_every), n_vocab_(n_vocab) {}
   std::string_view method() const override { return kind_ == kOracle ? "oracle" : "random"; }
-  // hold(): the next make() (a lane's admission on the engine thread) waits until release(), so a
-  // test can queue several requests before the first one runs one step: lanes that must share
-  // batched forwards then do even when the test thread is descheduled between its submits (on a
-  // loaded 2-core CI machine a 40-token request finished before the next was submitted).
-  // Call hold() after the engine is created (its constructor makes a drafter too).
-  void hold() {
-    std::lock_guard lk(gate_->mu);
-    gate_->held = true;
-  }
-  void release() {
-    {
-      std::lock_guard lk(gate_->mu);
-      gate_->held = false;
-    }
-    gate_->cv.notify_all();
-  }
+  // Closed: make() (a lane's admission on the engine thread) waits until it opens (test_gate.h).
+  // Close it after the engine is created (its constructor makes a drafter too).
+  engine_test::TestGate& admission_gate() const { return gate_; }
   std::unique_ptr<Drafter> make() const override {
-    {
-      // The engine thread admits a lane (and makes its drafter) outside the scheduler's lock, so
-      // requests submitted meanwhile queue up behind it. At most 10 s, so a failed test cannot hang.
-      std::unique_lock lk(gate_->mu);
-      gate_->cv.wait_for(lk, std::chrono::seconds(10), [&] { return !gate_->held; });
-    }
+    gate_.pass();
     if (kind_ == kOracle) return std::make_unique<OracleDrafter>(full_, wrong_every_, n_vocab_);
     return std::make_unique<RandomDrafter>(n_vocab_, 42);
   }
 
  private:
-  struct Gate {
-    std::mutex mu;
-    std::condition_variable cv;
-    bool held = false;
-  };
   Kind kind_;
   std::vector<int32_t> full_;
   int wrong_every_;
   int32_t n_vocab_;
-  std::shared_ptr<Gate> gate_ = std::make_shared<Gate>();
+  mutable engine_test::TestGate gate_;
 };
 
 }  // namespace splash::spec_test
