@@ -7,7 +7,8 @@
 // threads, the ceiling that decode (GEMV) is judged against; membw_prefetch/<bytes>: the same read
 // as two streams per task of 32-byte loads with software prefetch that far ahead, as the decode
 // kernels read (on the Intel host 0-4% above membw/2, best at 256-512 B, so the bar takes the best
-// of all).
+// of all). decode/<type> and decode_sync/<type> (what the barrier per product costs) are described
+// where they are defined.
 #include <benchmark/benchmark.h>
 #include <immintrin.h>
 
@@ -276,7 +277,89 @@ void bm_decode(benchmark::State& state, std::string type) {
   state.counters["layers GB/s"] = (bytes - ob) * passes / (decode_s - out_s) * 1e-9;
 }
 
+
+// decode_sync/<type>: what the barrier after every product costs one-row decode. The 112 layer
+// matrices of decode/<type> (no output matrix) read four ways, rotating per pass, each pass after a
+// membw read: "matmul" the engine's matmul() per product (one share per thread, work stealing, a
+// barrier per product); "halves_sync" each matrix packed as two halves, one per thread, a barrier
+// per product; "layers_nosync" no barrier: thread t runs whole products of its half of the layers;
+// "halves_nosync" no barrier: thread t runs its half of every product, one after the other. The last
+// two are not a valid decode (a product needs the previous one's output), only the bound a barrier
+// keeps the engine from. Shares are medians per way, split by the membw read: "up_" above 42 GB/s,
+// "lo_" below (this host kind's bandwidth moves between two levels); "up_n" / "lo_n" count passes.
+// Two threads; no arguments.
+void bm_decode_sync(benchmark::State& state, std::string type) {
+  if (pool().size() != 2) {
+    state.SkipWithError("needs SPLASH_BENCH_THREADS=2");
+    return;
+  }
+  std::vector<std::unique_ptr<Weights>> whole, halves;
+  const Shape layer[] = {{"qkv", 4096, 1024}, {"o", 1024, 2048}, {"gateup", 6144, 1024}, {"down", 1024, 3072}};
+  auto packed_only = [](std::unique_ptr<Weights> w) {
+    w->bytes = {};
+    return w;
+  };
+  for (int l = 0; l < 28; ++l)
+    for (const Shape& s : layer) {
+      whole.push_back(packed_only(make_weights(type, s)));
+      for (int h = 0; h < 2; ++h) halves.push_back(packed_only(make_weights(type, {s.name, s.rows / 2, s.cols})));
+    }
+  double bytes = 0;
+  for (const auto& w : whole) bytes += static_cast<double>(w->packed.packed_bytes());
+  std::vector<float> x(3072, 0.5f), y[2] = {std::vector<float>(8192), std::vector<float>(8192)};
+  static ThreadPool solo(1);  // inside a task: a product runs front to back on that task's thread
+  const size_t P = whole.size();
+  auto run = [&](int way) {
+    if (way == 0) {
+      for (size_t k = 0; k < P; ++k) matmul(whole[k]->packed, x.data(), y[0].data(), 1, pool());
+    } else if (way == 1) {
+      for (size_t k = 0; k < P; ++k)
+        pool().parallel_for(2, [&](int64_t t, int) { matmul(halves[2 * k + t]->packed, x.data(), y[t].data(), 1, solo); });
+    } else {
+      pool().parallel_for(2, [&](int64_t t, int) {
+        if (way == 2) {
+          for (size_t k = t * P / 2; k < (t + 1) * P / 2; ++k) matmul(whole[k]->packed, x.data(), y[t].data(), 1, solo);
+        } else {
+          for (size_t k = 0; k < P; ++k) matmul(halves[2 * k + t]->packed, x.data(), y[t].data(), 1, solo);
+        }
+      });
+    }
+  };
+  using Clock = std::chrono::steady_clock;
+  constexpr int kWays = 4;
+  std::vector<double> shares[2][kWays];  // [upper][way]
+  int way = 0;
+  for (auto _ : state) {
+    const auto t0 = Clock::now();
+    membw_pass(2);
+    const auto t1 = Clock::now();
+    run(way);
+    benchmark::DoNotOptimize(y[0].data());
+    benchmark::DoNotOptimize(y[1].data());
+    const auto t2 = Clock::now();
+    const double m = std::chrono::duration<double>(t1 - t0).count(), d = std::chrono::duration<double>(t2 - t1).count();
+    const double membw = static_cast<double>(kMembwWords * 8) / m;
+    shares[membw > 42e9 ? 1 : 0][way].push_back(bytes / d / membw);
+    state.SetIterationTime(d);
+    way = (way + 1) % kWays;
+  }
+  const char* names[kWays] = {"matmul", "halves_sync", "layers_nosync", "halves_nosync"};
+  for (int u = 0; u < 2; ++u)
+    for (int i = 0; i < kWays; ++i) {
+      std::vector<double>& v = shares[u][i];
+      const std::string level = u ? "up_" : "lo_";
+      state.counters[level + "n" + std::to_string(i)] = static_cast<double>(v.size());
+      if (v.empty()) continue;
+      std::sort(v.begin(), v.end());
+      state.counters[level + names[i]] = v[v.size() / 2];
+    }
+}
+
 int register_all() {
+  for (const char* type : {"Q4_0", "Q8_0"})
+    benchmark::RegisterBenchmark((std::string("decode_sync/") + type).c_str(), bm_decode_sync, type)
+        ->Unit(benchmark::kMillisecond)
+        ->UseManualTime();
   for (const char* type : {"Q4_0", "Q8_0", "Q4_K", "Q6_K", "Q5_K", "MLX4", "F16"})
     benchmark::RegisterBenchmark((std::string("decode/") + type).c_str(), bm_decode, type)
         ->ArgNames({"prefetch", "streams"})

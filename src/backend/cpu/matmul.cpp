@@ -380,9 +380,12 @@ namespace {
 // (docs/PERFORMANCE.md, "Decode without software prefetch, one share per thread"). `chunk_rows`: 64,
 // or 256 where the kernel reads a chunk as two streams (PackedWeights::decode_streams; each stream
 // then runs 16 groups: tg64 on the Intel host +1-3% over 64-row chunks, 128 in between).
-template <class Run>
-void decode_shares(int64_t rows, int64_t group_rows, int64_t chunk_rows, int threads, ThreadPool& pool, Run&& run) {
+// `prepare()` runs once per task, on the task's thread, before its first chunk.
+template <class Prepare, class Run>
+void decode_shares(int64_t rows, int64_t group_rows, int64_t chunk_rows, int threads, ThreadPool& pool,
+                   Prepare&& prepare, Run&& run) {
   if (threads == 1) {
+    prepare();
     run(0, rows);
     return;
   }
@@ -419,12 +422,38 @@ void decode_shares(int64_t rows, int64_t group_rows, int64_t chunk_rows, int thr
   auto run_chunk = [&](int64_t c) { run(c * chunk, std::min(rows, (c + 1) * chunk)); };
   // parallel_for's return orders every chunk's writes before the caller goes on.
   pool.parallel_for(threads, [&](int64_t t, int) {
+    prepare();
     for (int64_t c; (c = claim(shares[t], true)) >= 0;) run_chunk(c);
     for (int k = 1; k < threads; ++k) {
       Share& other = shares[(t + k) % threads];
       for (int64_t c; (c = claim(other, false)) >= 0;) run_chunk(c);
     }
   });
+}
+
+// The activations quantized by a matmul call's caller (read by every task), and a task's own copy
+// in decode (each thread quantizes its own): two buffers per thread, since a caller is also a task.
+QuantizedActs& caller_acts() {
+  thread_local QuantizedActs acts;
+  return acts;
+}
+QuantizedActs& task_acts() {
+  thread_local QuantizedActs acts;
+  return acts;
+}
+
+// Sizes `qx` for n rows of `cols` values; it only grows.
+void size_acts(QuantizedActs& qx, int64_t n, int64_t cols) {
+  qx.n = n;
+  qx.cols = cols;
+  auto grow = [](auto& v, int64_t size) {
+    if (v.size() < static_cast<size_t>(size)) v.resize(static_cast<size_t>(size));
+  };
+  grow(qx.qs, n * cols);
+  grow(qx.d, n * qx.blocks());
+  grow(qx.dsum, n * qx.blocks());
+  grow(qx.qsum, n * qx.blocks());
+  grow(qx.qsum16, n * qx.blocks());
 }
 
 }  // namespace
@@ -436,23 +465,21 @@ void matmul(const PackedWeights& w, const float* x, float* y, int64_t n, ThreadP
   const TileKernel kernel = pick_kernel(w.format(), level);
   const int threads = pool.size();
 
-  // Per calling thread, reused: a fresh 0.1-1 MB buffer per call cost an mmap, page faults and a
-  // zero fill every time. Only this call's rows are read, so stale contents beyond them are harmless.
-  // (A named reference: lambdas run on pool workers must see this thread's buffer, not their own.)
-  thread_local QuantizedActs scratch;
-  QuantizedActs& qx = scratch;
-  if (!is_float_format(w.format())) {
-    qx.n = n;
-    qx.cols = w.cols();
-    auto grow = [](auto& v, int64_t size) {
-      if (v.size() < static_cast<size_t>(size)) v.resize(static_cast<size_t>(size));
-    };
-    grow(qx.qs, n * w.cols());
-    grow(qx.d, n * qx.blocks());
-    grow(qx.dsum, n * qx.blocks());
-    grow(qx.qsum, n * qx.blocks());
-    grow(qx.qsum16, n * qx.blocks());
-    auto quantize = level >= IsaLevel::kAvx2 ? cpu::quantize_acts_avx2 : cpu::quantize_acts_scalar;
+  // Decode (n <= 8) on several threads: every thread quantizes the activations into a buffer of its
+  // own when its task starts (decode_shares' prepare) instead of reading one copy that the caller
+  // wrote: the copy was a cross-core transfer per product, and at this Zen 4 host's upper bandwidth
+  // level one-row decode read ~10% faster without it (docs/PERFORMANCE.md, "Decode activations
+  // quantized per thread"). The quantization is deterministic, so every copy is the same bytes and
+  // no result depends on which thread ran which rows.
+  const bool quantized = !is_float_format(w.format());
+  const bool local_acts = quantized && n <= 8 && threads > 1;
+  auto quantize = level >= IsaLevel::kAvx2 ? cpu::quantize_acts_avx2 : cpu::quantize_acts_scalar;
+  // Both buffers are per thread and reused: a fresh 0.1-1 MB buffer per call cost an mmap, page
+  // faults and a zero fill every time. Only this call's rows are read, so stale contents beyond them
+  // are harmless. (A named reference: lambdas run on pool workers must see the caller's buffer.)
+  QuantizedActs& qx = caller_acts();
+  if (quantized && !local_acts) {
+    size_acts(qx, n, w.cols());
     constexpr int64_t kRowsPerTask = 16;
     if (n < kRowsPerTask) {
       quantize(x, qx, 0, n);
@@ -474,7 +501,7 @@ void matmul(const PackedWeights& w, const float* x, float* y, int64_t n, ThreadP
     KernelArgs a;
     a.w = &w;
     a.x = x;
-    a.qx = &qx;
+    a.qx = local_acts ? &task_acts() : &qx;
     a.y = y;
     a.r0 = r0;
     a.r1 = r1;
@@ -489,7 +516,13 @@ void matmul(const PackedWeights& w, const float* x, float* y, int64_t n, ThreadP
     const int64_t chunk_rows = n == 1 && w.is_x8() && streams == 2 ? 256 : 64;
     using Clock = std::chrono::steady_clock;
     const Clock::time_point t0 = ticket.slot >= 0 ? Clock::now() : Clock::time_point{};
-    decode_shares(rows, w.is_x8() ? w.group_rows() : 8, chunk_rows, threads, pool,
+    auto prepare = [&] {
+      if (!local_acts) return;
+      QuantizedActs& own = task_acts();
+      size_acts(own, n, w.cols());
+      quantize(x, own, 0, n);
+    };
+    decode_shares(rows, w.is_x8() ? w.group_rows() : 8, chunk_rows, threads, pool, prepare,
                   [&](int64_t r0, int64_t r1) { run_tile(kernel, r0, r1, 0, n); });
     if (ticket.slot >= 0)
       tuner->end(ticket, w.packed_bytes(), std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count());
