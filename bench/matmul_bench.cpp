@@ -277,7 +277,6 @@ void bm_decode(benchmark::State& state, std::string type) {
   state.counters["layers GB/s"] = (bytes - ob) * passes / (decode_s - out_s) * 1e-9;
 }
 
-
 // decode_sync/<type>: what the barrier after every product costs one-row decode. The 112 layer
 // matrices of decode/<type> (no output matrix) read four ways, rotating per pass, each pass after a
 // membw read: "matmul" the engine's matmul() per product (one share per thread, work stealing, a

@@ -431,13 +431,9 @@ void decode_shares(int64_t rows, int64_t group_rows, int64_t chunk_rows, int thr
   });
 }
 
-// The activations quantized by a matmul call's caller (read by every task), and a task's own copy
-// in decode (each thread quantizes its own): two buffers per thread, since a caller is also a task.
-QuantizedActs& caller_acts() {
-  thread_local QuantizedActs acts;
-  return acts;
-}
-QuantizedActs& task_acts() {
+// This thread's quantized activations: the caller's copy that every task reads, or in decode a
+// task's own (matmul()). One buffer serves both: a call uses one of the two ways throughout.
+QuantizedActs& thread_acts() {
   thread_local QuantizedActs acts;
   return acts;
 }
@@ -474,10 +470,10 @@ void matmul(const PackedWeights& w, const float* x, float* y, int64_t n, ThreadP
   const bool quantized = !is_float_format(w.format());
   const bool local_acts = quantized && n <= 8 && threads > 1;
   auto quantize = level >= IsaLevel::kAvx2 ? cpu::quantize_acts_avx2 : cpu::quantize_acts_scalar;
-  // Both buffers are per thread and reused: a fresh 0.1-1 MB buffer per call cost an mmap, page
-  // faults and a zero fill every time. Only this call's rows are read, so stale contents beyond them
-  // are harmless. (A named reference: lambdas run on pool workers must see the caller's buffer.)
-  QuantizedActs& qx = caller_acts();
+  // Per thread, reused: a fresh 0.1-1 MB buffer per call cost an mmap, page faults and a zero fill
+  // every time. Only this call's rows are read, so stale contents beyond them are harmless. (A named
+  // reference: lambdas run on pool workers must see the caller's buffer, not their own.)
+  QuantizedActs& qx = thread_acts();
   if (quantized && !local_acts) {
     size_acts(qx, n, w.cols());
     constexpr int64_t kRowsPerTask = 16;
@@ -501,7 +497,7 @@ void matmul(const PackedWeights& w, const float* x, float* y, int64_t n, ThreadP
     KernelArgs a;
     a.w = &w;
     a.x = x;
-    a.qx = local_acts ? &task_acts() : &qx;
+    a.qx = local_acts ? &thread_acts() : &qx;
     a.y = y;
     a.r0 = r0;
     a.r1 = r1;
@@ -518,7 +514,7 @@ void matmul(const PackedWeights& w, const float* x, float* y, int64_t n, ThreadP
     const Clock::time_point t0 = ticket.slot >= 0 ? Clock::now() : Clock::time_point{};
     auto prepare = [&] {
       if (!local_acts) return;
-      QuantizedActs& own = task_acts();
+      QuantizedActs& own = thread_acts();
       size_acts(own, n, w.cols());
       quantize(x, own, 0, n);
     };
