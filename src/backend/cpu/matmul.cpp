@@ -541,4 +541,31 @@ void matmul(const PackedWeights& w, const float* x, float* y, int64_t n, ThreadP
   });
 }
 
+void matmul_rows(const PackedWeights& w, const float* x, float* y, int64_t n, int64_t r0, int64_t r1) {
+  if (n <= 0 || r0 >= r1) return;
+  SPLASH_CHECK(w.data() != nullptr);
+  SPLASH_CHECK(n <= 8);
+  SPLASH_CHECK(r0 >= 0 && r1 <= w.rows());
+  const int64_t group = w.is_x8() ? w.group_rows() : 1;
+  SPLASH_CHECK(r0 % group == 0 && (r1 % group == 0 || r1 == w.rows()));
+  const TileKernel kernel = pick_kernel(w.format(), w.isa());
+  QuantizedActs& qx = thread_acts();
+  if (!is_float_format(w.format())) {
+    size_acts(qx, n, w.cols());
+    (w.isa() >= IsaLevel::kAvx2 ? cpu::quantize_acts_avx2 : cpu::quantize_acts_scalar)(x, qx, 0, n);
+  }
+  KernelArgs a;
+  a.w = &w;
+  a.x = x;
+  a.qx = &qx;
+  a.y = y;
+  a.r0 = r0;
+  a.r1 = r1;
+  a.i0 = 0;
+  a.i1 = n;
+  a.prefetch = w.stream_prefetch_bytes();
+  a.streams = w.decode_streams();
+  kernel(a);
+}
+
 }  // namespace splash

@@ -201,6 +201,11 @@ Result<PackedWeights> pack_mlx_weights(const MlxAffineView& view, int64_t rows, 
 // x and y must not overlap. n == 0 is a no-op.
 void matmul(const PackedWeights& w, const float* x, float* y, int64_t n, ThreadPool& pool);
 
+// Rows [r0, r1) of matmul(w, x, y, n) on the calling thread alone, in the decode regime (n <= 8);
+// y's other rows are not written. The same bits as matmul() gives for those rows. r0 must start a
+// row group (PackedWeights::group_rows() for interleaved layouts) and r1 end one or be rows().
+void matmul_rows(const PackedWeights& w, const float* x, float* y, int64_t n, int64_t r0, int64_t r1);
+
 // Dequantizes weight row r into out[cols] (f32), from the packed layout. For tests and for ops that
 // need a row as floats (embedding lookup on a quantized tied matrix).
 void dequantize_packed_row(const PackedWeights& w, int64_t r, float* out);

@@ -211,6 +211,37 @@ TEST(Matmul, DecodeSplitGivesTheSameResultForEveryThreadCount) {
   }
 }
 
+TEST(Matmul, RowRangesOnTheCallingThreadGiveMatmulsRows) {
+  // matmul_rows computes rows [r0, r1) of a decode product on the calling thread alone: the same
+  // bits as matmul's rows, the other rows of y untouched, whatever the formats' row groups.
+  for (const char* name : {"Q4_0", "Q8_0", "Q4_K", "F32", "F16", "MLX4_g32_f16"}) {
+    const int64_t rows = 1037, cols = name[0] == 'F' ? 96 : 256;
+    const Case c = make_case(name, rows, cols, 91);
+    auto packed = c.pack(best_isa_level());
+    ASSERT_TRUE(packed.ok()) << packed.error_message();
+    ThreadPool pool(2);
+    const int64_t group = packed->is_x8() ? packed->group_rows() : 1;
+    for (int64_t n : {1, 4, 8}) {
+      SCOPED_TRACE(str_cat(name, " n=", n));
+      const auto x = test::random_floats(static_cast<size_t>(n * cols), 31 + static_cast<uint32_t>(n));
+      const auto full = run(*packed, x, n, pool);
+      const int64_t cut = (rows / 3) / group * group;
+      constexpr float kUnwritten = -12345.0f;
+      std::vector<float> y(static_cast<size_t>(n * rows), kUnwritten);
+      matmul_rows(*packed, x.data(), y.data(), n, cut, rows);
+      for (int64_t i = 0; i < n; ++i) {
+        for (int64_t r = 0; r < rows; ++r) {
+          const size_t k = static_cast<size_t>(i * rows + r);
+          if (r < cut) ASSERT_EQ(y[k], kUnwritten) << "row " << r;
+          else ASSERT_EQ(y[k], full[k]) << "row " << r;
+        }
+      }
+      matmul_rows(*packed, x.data(), y.data(), n, 0, cut);
+      EXPECT_EQ(y, full);
+    }
+  }
+}
+
 TEST(Matmul, DecodePrefetchDistanceDoesNotChangeResults) {
   // The decode kernels prefetch a matrix's stream PackedWeights::stream_prefetch_bytes() ahead (on
   // Intel 1 or 2 KiB by layout, none elsewhere: default_stream_prefetch_bytes until set); any
