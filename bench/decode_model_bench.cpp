@@ -12,6 +12,13 @@
 //   "written"  the same products, the calling thread rewriting the activations before each (as the
 //              forward's norms and activation functions do), so the other threads read them from its
 //              cache.
+//   "pair"     every thread runs the whole product sequence alone, on a one-thread pool of its own,
+//              thread t starting at layer t * n_layer / T so no two read one matrix at once: the
+//              kernel's own streaming with no coordination at all (bytes: T times the weights).
+//   "halves"   thread t streams its contiguous share of every product's rows (matmul_rows) back to
+//              back: matmuls' access pattern without dispatch or barriers.
+//   "team"     halves with a spin barrier after every layer product: a step whose threads stay in
+//              one job per layer with fixed shares, as a tensor-parallel step would.
 // A pass's share = bytes read / its time / the membw figure before it, where bytes = the step's
 // weights (ModelMemory::decode_read) + its KV at that context. Shares are medians per way over all
 // passes, and over the passes whose membw read was above / at most --split GB/s (default 45: this
@@ -25,10 +32,12 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -170,8 +179,11 @@ int run(int argc, char** argv) {
   std::memset(buf.data(), 1, buf.size());
 
   const bool avx2 = __builtin_cpu_supports("avx2");
-  constexpr int kWays = 3;
-  const char* names[kWays] = {"forward", "matmuls", "written"};
+  constexpr int kWays = 6;
+  const char* names[kWays] = {"forward", "matmuls", "written", "pair", "halves", "team"};
+  std::vector<std::unique_ptr<ThreadPool>> solo;
+  std::vector<std::vector<float>> px(static_cast<size_t>(threads), x), py(static_cast<size_t>(threads), y);
+  for (int t = 0; t < threads; ++t) solo.push_back(std::make_unique<ThreadPool>(1));
   std::vector<double> shares[3][kWays], gbs[3][kWays], membws[3];  // [lower, upper, all]
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
@@ -188,6 +200,47 @@ int run(int argc, char** argv) {
           return std::fprintf(stderr, "error: %s\n", st.error_message().c_str()), 1;
       }
       bytes = kSteps * step_bytes;
+    } else if (way == 3) {
+      const size_t n = mats.size(), per_layer = (n - 1) / static_cast<size_t>(c.n_layer);
+      pool.parallel_for(threads, [&](int64_t t, int) {
+        const size_t first = static_cast<size_t>(t) * static_cast<size_t>(c.n_layer / threads) * per_layer;
+        for (size_t k = 0; k < n; ++k)
+          matmul(*mats[(first + k) % n], px[static_cast<size_t>(t)].data(), py[static_cast<size_t>(t)].data(), 1,
+                 *solo[static_cast<size_t>(t)]);
+      });
+      bytes = static_cast<double>(threads) * static_cast<double>(m.memory().decode_read);
+    } else if (way == 4) {
+      pool.parallel_for(threads, [&](int64_t t, int) {
+        for (const PackedWeights* w : mats) {
+          const int64_t g = w->is_x8() ? w->group_rows() : 8, groups = (w->rows() + g - 1) / g;
+          const int64_t r0 = groups * t / threads * g, r1 = std::min(w->rows(), groups * (t + 1) / threads * g);
+          matmul_rows(*w, px[static_cast<size_t>(t)].data(), py[static_cast<size_t>(t)].data(), 1, r0, r1);
+        }
+      });
+      bytes = static_cast<double>(m.memory().decode_read);
+    } else if (way == 5) {
+      const size_t per_layer = (mats.size() - 1) / static_cast<size_t>(c.n_layer);
+      std::atomic<int> arrived{0};
+      std::atomic<int> phase{0};
+      auto body = [&](int t) {
+        int my_phase = 0;
+        for (size_t k = 0; k < mats.size(); ++k) {
+          const PackedWeights* w = mats[k];
+          const int64_t g = w->is_x8() ? w->group_rows() : 8, groups = (w->rows() + g - 1) / g;
+          const int64_t r0 = groups * t / threads * g, r1 = std::min(w->rows(), groups * (t + 1) / threads * g);
+          matmul_rows(*w, px[static_cast<size_t>(t)].data(), py[static_cast<size_t>(t)].data(), 1, r0, r1);
+          if (k + 1 < mats.size() && per_layer > 0) {  // a spin barrier after every layer product
+            ++my_phase;
+            if (arrived.fetch_add(1, std::memory_order_acq_rel) + 1 == threads * my_phase)
+              phase.store(my_phase, std::memory_order_release);
+            while (phase.load(std::memory_order_acquire) < my_phase) __builtin_ia32_pause();
+          }
+        }
+      };
+      // One task per pool thread: the caller cannot take a second task while its first waits at a
+      // barrier, and the job stays open until it does, so every worker joins and takes one.
+      pool.parallel_for(threads, [&](int64_t t, int) { body(static_cast<int>(t)); });
+      bytes = static_cast<double>(m.memory().decode_read);
     } else {
       for (const PackedWeights* w : mats) {
         if (way == 2) {  // the calling thread writes the activations just before, as the forward's ops do
