@@ -25,6 +25,7 @@ namespace {
 #include "backend/cpu/matmul_simd_impl.h"
 #include "backend/cpu/matmul_gemm_impl.h"
 #include "backend/cpu/matmul_pair512_impl.h"
+#include "backend/cpu/matmul_row512_impl.h"
 #include "backend/cpu/matmul_gemm512_impl.h"
 #include "backend/cpu/matmul_float512_impl.h"
 }  // namespace

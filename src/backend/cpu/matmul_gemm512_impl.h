@@ -320,6 +320,7 @@ void q6_kx16_micro(const uint8_t* p0, const uint8_t* p1, int64_t nb, const splas
 
 struct MicroQ4_0x16 {
   using Single = MicroQ4_0x8;
+  static constexpr auto kRow = q4_0x8_row512;  // one-row decode (matmul_row512_impl.h)
   template <int M>
   static void run(const splash::PackedWeights&, const uint8_t* p0, const uint8_t* p1, int64_t nb,
                   const splash::cpu::QuantizedActs& qx, int64_t i0, __m512* out) {
@@ -328,6 +329,7 @@ struct MicroQ4_0x16 {
 };
 struct MicroQ8_0x16 {
   using Single = MicroQ8_0x8;
+  static constexpr auto kRow = q8_0x8_row512;
   template <int M>
   static void run(const splash::PackedWeights&, const uint8_t* p0, const uint8_t* p1, int64_t nb,
                   const splash::cpu::QuantizedActs& qx, int64_t i0, __m512* out) {
@@ -389,9 +391,17 @@ void x16_step(const splash::PackedWeights& w, const uint8_t* p0, int64_t nb, con
 // its one sequential stream per task pulled ~45% more bandwidth than two interleaved ones on the
 // 151,936 x 1024 output matrix (bench_matmul gemv/Q4_0/output 48 vs 34 GB/s, Q8_0 55 vs 36), while
 // the pairs win 1.7x where the weights are reused across many activation rows (prefill). (On Intel
-// the 256-bit kernel reads two streams per task all the same, but far apart: walk_streams.)
+// the 256-bit kernel reads two streams per task all the same, but far apart: walk_streams.) One-row
+// decode with one stream per task (AMD) of Q4_0 and Q8_0 takes the row kernels of
+// matmul_row512_impl.h: two steps of one group per zmm, still one stream.
 template <class Micro>
 void x16_tile(const splash::cpu::KernelArgs& a) {
+  if constexpr (requires { Micro::kRow; }) {
+    if (a.i1 - a.i0 == 1 && a.streams == 1) {  // one-row decode, one stream per task
+      x8_row512_tile<Micro::kRow>(a);
+      return;
+    }
+  }
   if (a.i1 - a.i0 <= kX16MinActRows) {
     x8_tile<typename Micro::Single>(a);
     return;

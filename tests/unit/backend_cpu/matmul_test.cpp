@@ -242,6 +242,35 @@ TEST(Matmul, RowRangesOnTheCallingThreadGiveMatmulsRows) {
   }
 }
 
+TEST(Matmul, OneRowGivesTheBitsOfItsRowInASmallBatch) {
+  // Greedy speculative decoding verifies a block of proposed tokens in one forward and keeps them
+  // only where they match what one-token decoding would have chosen: a row's product must come out
+  // bit for bit the same alone (the one-row decode kernels, e.g. matmul_row512_impl.h on AVX-512)
+  // as inside a batch of a few rows (the M-row kernels).
+  for (const char* name : {"Q4_0", "Q8_0", "Q4_K", "Q5_K", "Q6_K", "MLX4_g64_bf16", "MLX8_g32_f16"}) {
+    const int64_t rows = 77, cols = 512;
+    const Case c = make_case(name, rows, cols, 808);
+    for (IsaLevel level : levels_here()) {
+      auto packed = c.pack(level);
+      ASSERT_TRUE(packed.ok()) << packed.error_message();
+      for (int threads : {1, 2}) {
+        ThreadPool pool(threads);
+        for (int64_t n : {2, 3, 4, 8, 9, 16}) {
+          SCOPED_TRACE(str_cat(name, " ", isa_level_name(level), " threads=", threads, " n=", n));
+          const auto x = test::random_floats(static_cast<size_t>(n * cols), 5 + static_cast<uint32_t>(n));
+          const auto batch = run(*packed, x, n, pool);
+          for (int64_t i = 0; i < n; ++i) {
+            const std::vector<float> xi(x.begin() + i * cols, x.begin() + (i + 1) * cols);
+            const auto alone = run(*packed, xi, 1, pool);
+            const std::vector<float> in_batch(batch.begin() + i * rows, batch.begin() + (i + 1) * rows);
+            ASSERT_EQ(alone, in_batch) << "activation row " << i;
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(Matmul, DecodePrefetchDistanceDoesNotChangeResults) {
   // The decode kernels prefetch a matrix's stream PackedWeights::stream_prefetch_bytes() ahead (on
   // Intel 1 or 2 KiB by layout, none elsewhere: default_stream_prefetch_bytes until set); any

@@ -1,0 +1,101 @@
+// Internal to backend/cpu: one-row decode kernels for the Q4_0x8 and Q8_0x8 layouts in 512-bit
+// registers, included only by matmul_avx512.cpp, after matmul_gemm_impl.h and before
+// matmul_gemm512_impl.h (x16_tile takes them for one activation row and one stream per task),
+// inside its anonymous namespace.
+//
+// The 256-bit decode kernel spends a broadcast of 4 activation bytes and a vpdpbusd on every 32-byte
+// step of a group's block. Here one zmm holds two consecutive steps of the same group (64 contiguous
+// bytes: the group stays one sequential stream, unlike the x16 pairs of two groups), and one vpermd
+// per zmm puts the two steps' activation dwords in its halves: per Q4_0 block 2 loads, 4 masks, 4
+// vpermd and 4 vpdpbusd instead of 4 loads, 8 masks, 8 broadcasts and 8 vpdpbusd. The halves fold
+// in int32 before the block's float step, which is the 256-bit kernel's (cvt, d x xd, one FMA into
+// the row's sum, block after block): the integer sums are exact in any order, so the results are
+// bit-identical to the 256-bit kernel's and to the batched (M > 1) kernels' rows, which speculative
+// verification relies on (Matmul tests check them bit for bit against matmul over several rows).
+
+// Lanes 0-7 dword i of a block's 32 activation bytes, lanes 8-15 dword j.
+inline __m512i dword_pair_index(int i, int j) {
+  return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi32(i)), _mm256_set1_epi32(j), 1);
+}
+
+// The 8 rows' int32 sums: the two halves of s16 (one per step of each pair) added.
+inline __m256i fold_halves(__m512i s16) {
+  return _mm256_add_epi32(_mm512_castsi512_si256(s16), _mm512_extracti64x4_epi64(s16, 1));
+}
+
+// 64 bytes at p as two 32-byte loads (load_pair): one 64-byte load at the blocks' offsets (16 bytes
+// into a 144- or 272-byte block) splits across cache lines on most steps, and on a Zen 5 host read
+// the 151,936 x 1024 output matrix from DRAM 10-25% slower than the 256-bit kernel; as two halves
+// it reads as fast or faster (bench_matmul gemv/<type>/output, docs/PERFORMANCE.md).
+inline __m512i load512(const uint8_t* p) { return load_pair(p, p + 32); }
+
+// Q4_0x8, one group (`g`) x one activation row; same sums as q4_0x8_micro<1, 1>.
+inline __m256 q4_0x8_row512(const uint8_t* g, int64_t nb, const splash::cpu::QuantizedActs& qx, int64_t i0,
+                            int64_t pf) {
+  const int8_t* xq = qx.q_row(i0);
+  const float* xd = qx.d_row(i0);
+  const int32_t* xs = qx.qsum_row(i0);
+  const __m512i m4 = _mm512_set1_epi8(0x0F);
+  // Step s's low nibbles are values 4s..4s+3 of the block (dword s), its high nibbles 16 + 4s.. (dword 4 + s).
+  const __m512i lo01 = dword_pair_index(0, 1), lo23 = dword_pair_index(2, 3);
+  const __m512i hi01 = dword_pair_index(4, 5), hi23 = dword_pair_index(6, 7);
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* p = g + b * splash::cpu::kQ4_0x8BlockBytes;
+    if (pf) prefetch_l1(p + pf, splash::cpu::kQ4_0x8BlockBytes);
+    const __m512i x = _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + b * 32)));
+    const __m512i v01 = load512(p + 16), v23 = load512(p + 80);
+    // The high nibbles masked in place are 16 x their value: summed apart, shifted once (exact).
+    __m512i lo = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_and_si512(v01, m4), _mm512_permutexvar_epi32(lo01, x));
+    __m512i hi = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_andnot_si512(m4, v01), _mm512_permutexvar_epi32(hi01, x));
+    lo = _mm512_dpbusd_epi32(lo, _mm512_and_si512(v23, m4), _mm512_permutexvar_epi32(lo23, x));
+    hi = _mm512_dpbusd_epi32(hi, _mm512_andnot_si512(m4, v23), _mm512_permutexvar_epi32(hi23, x));
+    // (q - 8) x = q x - 8 sum(x), as in the 256-bit kernel.
+    const __m256i i32 = _mm256_sub_epi32(fold_halves(_mm512_add_epi32(lo, _mm512_srai_epi32(hi, 4))),
+                                         _mm256_set1_epi32(8 * xs[b]));
+    const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i32), _mm256_mul_ps(d, _mm256_set1_ps(xd[b])), acc);
+  }
+  return acc;
+}
+
+// Q8_0x8, one group x one activation row; same sums as q8_0x8_micro<1, 1>: the codes as unsigned
+// w + 128 against the signed activations, - 128 sum(x).
+inline __m256 q8_0x8_row512(const uint8_t* g, int64_t nb, const splash::cpu::QuantizedActs& qx, int64_t i0,
+                            int64_t pf) {
+  const int8_t* xq = qx.q_row(i0);
+  const float* xd = qx.d_row(i0);
+  const int32_t* xs = qx.qsum_row(i0);
+  const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
+  const __m512i i01 = dword_pair_index(0, 1), i23 = dword_pair_index(2, 3);
+  const __m512i i45 = dword_pair_index(4, 5), i67 = dword_pair_index(6, 7);
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* p = g + b * splash::cpu::kQ8_0x8BlockBytes;
+    if (pf) prefetch_l1(p + pf, splash::cpu::kQ8_0x8BlockBytes);
+    const __m512i x = _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + b * 32)));
+    // Two chains of two steps each, so one block's sums do not wait on four vpdpbusd in a row.
+    __m512i s0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_xor_si512(load512(p + 16), flip),
+                                     _mm512_permutexvar_epi32(i01, x));
+    __m512i s1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_xor_si512(load512(p + 80), flip),
+                                     _mm512_permutexvar_epi32(i23, x));
+    s0 = _mm512_dpbusd_epi32(s0, _mm512_xor_si512(load512(p + 144), flip), _mm512_permutexvar_epi32(i45, x));
+    s1 = _mm512_dpbusd_epi32(s1, _mm512_xor_si512(load512(p + 208), flip), _mm512_permutexvar_epi32(i67, x));
+    const __m256i i32 = _mm256_add_epi32(fold_halves(_mm512_add_epi32(s0, s1)), _mm256_set1_epi32(-128 * xs[b]));
+    const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i32), _mm256_mul_ps(d, _mm256_set1_ps(xd[b])), acc);
+  }
+  return acc;
+}
+
+// One-row decode of rows [a.r0, a.r1) (r0 on a group), one group after the other: `row` is one of
+// the kernels above.
+template <__m256 (*row)(const uint8_t*, int64_t, const splash::cpu::QuantizedActs&, int64_t, int64_t)>
+void x8_row512_tile(const splash::cpu::KernelArgs& a) {
+  const splash::PackedWeights& w = *a.w;
+  const int64_t nb = w.cols() / 32;
+  for (int64_t g = a.r0 / 8; g * 8 < a.r1; ++g) {
+    const __m256 v = row(w.data() + g * w.group_bytes(), nb, *a.qx, a.i0, a.prefetch);
+    store_x8<1>(&v, a.y, w.rows(), a.i0, g * 8, w.rows());
+  }
+}
