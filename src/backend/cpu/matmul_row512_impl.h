@@ -29,63 +29,64 @@ inline __m256i fold_halves(__m512i s16) {
 // it reads as fast or faster (bench_matmul gemv/<type>/output, docs/PERFORMANCE.md).
 inline __m512i load512(const uint8_t* p) { return load_pair(p, p + 32); }
 
-// Q4_0x8, one group (`g`) x one activation row; same sums as q4_0x8_micro<1, 1>.
-inline __m256 q4_0x8_row512(const uint8_t* g, int64_t nb, const splash::cpu::QuantizedActs& qx, int64_t i0,
-                            int64_t pf) {
+// One group (`g`, blocks of kBlockBytes: 16 bytes of fp16 row scales, then the codes) x one
+// activation row. sums(codes, x, xs) gives a block's 8 exact int32 row sums against the block's 32
+// activation bytes `x` (in the low half of a zmm) whose code sum is xs; the float step after it is
+// the 256-bit kernel's.
+template <int64_t kBlockBytes, class Sums>
+inline __m256 row512(const uint8_t* g, int64_t nb, const splash::cpu::QuantizedActs& qx, int64_t i0, int64_t pf,
+                     Sums&& sums) {
   const int8_t* xq = qx.q_row(i0);
   const float* xd = qx.d_row(i0);
   const int32_t* xs = qx.qsum_row(i0);
-  const __m512i m4 = _mm512_set1_epi8(0x0F);
-  // Step s's low nibbles are values 4s..4s+3 of the block (dword s), its high nibbles 16 + 4s.. (dword 4 + s).
-  const __m512i lo01 = dword_pair_index(0, 1), lo23 = dword_pair_index(2, 3);
-  const __m512i hi01 = dword_pair_index(4, 5), hi23 = dword_pair_index(6, 7);
   __m256 acc = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
-    const uint8_t* p = g + b * splash::cpu::kQ4_0x8BlockBytes;
-    if (pf) prefetch_l1(p + pf, splash::cpu::kQ4_0x8BlockBytes);
+    const uint8_t* p = g + b * kBlockBytes;
+    if (pf) prefetch_l1(p + pf, kBlockBytes);
     const __m512i x = _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + b * 32)));
-    const __m512i v01 = load512(p + 16), v23 = load512(p + 80);
-    // The high nibbles masked in place are 16 x their value: summed apart, shifted once (exact).
-    __m512i lo = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_and_si512(v01, m4), _mm512_permutexvar_epi32(lo01, x));
-    __m512i hi = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_andnot_si512(m4, v01), _mm512_permutexvar_epi32(hi01, x));
-    lo = _mm512_dpbusd_epi32(lo, _mm512_and_si512(v23, m4), _mm512_permutexvar_epi32(lo23, x));
-    hi = _mm512_dpbusd_epi32(hi, _mm512_andnot_si512(m4, v23), _mm512_permutexvar_epi32(hi23, x));
-    // (q - 8) x = q x - 8 sum(x), as in the 256-bit kernel.
-    const __m256i i32 = _mm256_sub_epi32(fold_halves(_mm512_add_epi32(lo, _mm512_srai_epi32(hi, 4))),
-                                         _mm256_set1_epi32(8 * xs[b]));
+    const __m256i i32 = sums(p + 16, x, xs[b]);
     const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
     acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i32), _mm256_mul_ps(d, _mm256_set1_ps(xd[b])), acc);
   }
   return acc;
 }
 
-// Q8_0x8, one group x one activation row; same sums as q8_0x8_micro<1, 1>: the codes as unsigned
-// w + 128 against the signed activations, - 128 sum(x).
+// Q4_0x8; the same sums as q4_0x8_micro<1, 1>.
+inline __m256 q4_0x8_row512(const uint8_t* g, int64_t nb, const splash::cpu::QuantizedActs& qx, int64_t i0,
+                            int64_t pf) {
+  const __m512i m4 = _mm512_set1_epi8(0x0F);
+  // Step s's low nibbles are values 4s..4s+3 of the block (dword s), its high nibbles 16 + 4s.. (dword 4 + s).
+  const __m512i lo01 = dword_pair_index(0, 1), lo23 = dword_pair_index(2, 3);
+  const __m512i hi01 = dword_pair_index(4, 5), hi23 = dword_pair_index(6, 7);
+  return row512<splash::cpu::kQ4_0x8BlockBytes>(g, nb, qx, i0, pf, [&](const uint8_t* c, __m512i x, int32_t xs) {
+    const __m512i v01 = load512(c), v23 = load512(c + 64);
+    // The high nibbles masked in place are 16 x their value: summed apart, shifted once (exact).
+    __m512i lo = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_and_si512(v01, m4), _mm512_permutexvar_epi32(lo01, x));
+    __m512i hi = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_andnot_si512(m4, v01), _mm512_permutexvar_epi32(hi01, x));
+    lo = _mm512_dpbusd_epi32(lo, _mm512_and_si512(v23, m4), _mm512_permutexvar_epi32(lo23, x));
+    hi = _mm512_dpbusd_epi32(hi, _mm512_andnot_si512(m4, v23), _mm512_permutexvar_epi32(hi23, x));
+    // (q - 8) x = q x - 8 sum(x), as in the 256-bit kernel.
+    return _mm256_sub_epi32(fold_halves(_mm512_add_epi32(lo, _mm512_srai_epi32(hi, 4))), _mm256_set1_epi32(8 * xs));
+  });
+}
+
+// Q8_0x8; the same sums as q8_0x8_micro<1, 1>: the codes as unsigned w + 128 against the signed
+// activations, - 128 sum(x).
 inline __m256 q8_0x8_row512(const uint8_t* g, int64_t nb, const splash::cpu::QuantizedActs& qx, int64_t i0,
                             int64_t pf) {
-  const int8_t* xq = qx.q_row(i0);
-  const float* xd = qx.d_row(i0);
-  const int32_t* xs = qx.qsum_row(i0);
   const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
   const __m512i i01 = dword_pair_index(0, 1), i23 = dword_pair_index(2, 3);
   const __m512i i45 = dword_pair_index(4, 5), i67 = dword_pair_index(6, 7);
-  __m256 acc = _mm256_setzero_ps();
-  for (int64_t b = 0; b < nb; ++b) {
-    const uint8_t* p = g + b * splash::cpu::kQ8_0x8BlockBytes;
-    if (pf) prefetch_l1(p + pf, splash::cpu::kQ8_0x8BlockBytes);
-    const __m512i x = _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + b * 32)));
+  return row512<splash::cpu::kQ8_0x8BlockBytes>(g, nb, qx, i0, pf, [&](const uint8_t* c, __m512i x, int32_t xs) {
     // Two chains of two steps each, so one block's sums do not wait on four vpdpbusd in a row.
-    __m512i s0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_xor_si512(load512(p + 16), flip),
+    __m512i s0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_xor_si512(load512(c), flip),
                                      _mm512_permutexvar_epi32(i01, x));
-    __m512i s1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_xor_si512(load512(p + 80), flip),
+    __m512i s1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_xor_si512(load512(c + 64), flip),
                                      _mm512_permutexvar_epi32(i23, x));
-    s0 = _mm512_dpbusd_epi32(s0, _mm512_xor_si512(load512(p + 144), flip), _mm512_permutexvar_epi32(i45, x));
-    s1 = _mm512_dpbusd_epi32(s1, _mm512_xor_si512(load512(p + 208), flip), _mm512_permutexvar_epi32(i67, x));
-    const __m256i i32 = _mm256_add_epi32(fold_halves(_mm512_add_epi32(s0, s1)), _mm256_set1_epi32(-128 * xs[b]));
-    const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i32), _mm256_mul_ps(d, _mm256_set1_ps(xd[b])), acc);
-  }
-  return acc;
+    s0 = _mm512_dpbusd_epi32(s0, _mm512_xor_si512(load512(c + 128), flip), _mm512_permutexvar_epi32(i45, x));
+    s1 = _mm512_dpbusd_epi32(s1, _mm512_xor_si512(load512(c + 192), flip), _mm512_permutexvar_epi32(i67, x));
+    return _mm256_add_epi32(fold_halves(_mm512_add_epi32(s0, s1)), _mm256_set1_epi32(-128 * xs));
+  });
 }
 
 // One-row decode of rows [a.r0, a.r1) (r0 on a group), one group after the other: `row` is one of
