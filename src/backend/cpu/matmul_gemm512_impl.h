@@ -363,6 +363,7 @@ struct MicroQ6_Kx16 {
 template <bool kEight>
 struct MicroMlxX16 {
   using Single = MicroMlxX8<kEight>;
+  using Row = MicroMlxX8<kEight, WideSums>;  // one-row decode (matmul_row512_impl.h)
   template <int M>
   static void run(const splash::PackedWeights& w, const uint8_t* p0, const uint8_t* p1, int64_t nb,
                   const splash::cpu::QuantizedActs& qx, int64_t i0, __m512* out) {
@@ -392,13 +393,16 @@ void x16_step(const splash::PackedWeights& w, const uint8_t* p0, int64_t nb, con
 // 151,936 x 1024 output matrix (bench_matmul gemv/Q4_0/output 48 vs 34 GB/s, Q8_0 55 vs 36), while
 // the pairs win 1.7x where the weights are reused across many activation rows (prefill). (On Intel
 // the 256-bit kernel reads two streams per task all the same, but far apart: walk_streams.) One-row
-// decode with one stream per task (AMD) of Q4_0 and Q8_0 takes the row kernels of
+// decode with one stream per task (AMD) of Q4_0, Q8_0 and MLX 4/8-bit takes the block sums of
 // matmul_row512_impl.h: two steps of one group per zmm, still one stream.
 template <class Micro>
 void x16_tile(const splash::cpu::KernelArgs& a) {
-  if constexpr (requires { Micro::kRow; }) {
-    if (a.i1 - a.i0 == 1 && a.streams == 1) {  // one-row decode, one stream per task
+  if (a.i1 - a.i0 == 1 && a.streams == 1) {  // one-row decode, one stream per task
+    if constexpr (requires { Micro::kRow; }) {
       x8_row512_tile<Micro::kRow>(a);
+      return;
+    } else if constexpr (requires { typename Micro::Row; }) {
+      x8_tile<typename Micro::Row>(a);
       return;
     }
   }

@@ -173,6 +173,20 @@ inline void signed_code_sums(const uint8_t* c, const int8_t* const* xq, int64_t 
 #endif
 }
 
+// The block sums the MLX x8 kernels take as a policy (`Sums`): these 256-bit ones by default; the
+// AVX-512 build passes 512-bit ones for one activation row (WideSums, matmul_row512_impl.h).
+struct NarrowSums {
+  template <int M>
+  static void nibble(const uint8_t* c, const int8_t* const* xq, int64_t b, __m256i* out) {
+    nibble_block_sums_from_zero<M>(c, xq, b, out);
+  }
+  template <int M>
+  static void signed_codes(const uint8_t* c, const int8_t* const* xq, int64_t b, const int32_t* const* xs,
+                           __m256i* out) {
+    signed_code_sums<M>(c, xq, b, xs, out);
+  }
+};
+
 // Q8_0x8, S groups of 8 rows x M activation rows (signed_code_sums per block).
 template <int M, int S>
 void q8_0x8_micro(const uint8_t* const* gp, int64_t nb, const splash::cpu::QuantizedActs& qx, int64_t i0,
@@ -384,9 +398,12 @@ void store_x8(const __m256* v, float* y, int64_t ld, int64_t i0, int64_t row0, i
 // the 8 row scales in one FMA, the bias the activation's d * sum(codes) of the group in another.
 // kEight: MLX 8-bit x8 (kMlx8x8), Q8_0x8's signed-code integer loop on code - 128, and the bias
 // taken as bias + 128 x scale.
-template <int ST, bool kEight, int M, int S>
-void mlx_x8_micro(const uint8_t* const* gp, int64_t nb, int subs, const splash::cpu::QuantizedActs& qx, int64_t i0,
+// kSubs: the blocks per MLX group when known at compile time (2: groups of 64, MLX's default), so the
+// block loop unrolls (one-row MLX 4-bit decode from L2 +25% on a Zen 5 host); 0: run_subs.
+template <int ST, bool kEight, int M, int S, class Sums = NarrowSums, int kSubs = 0>
+void mlx_x8_micro(const uint8_t* const* gp, int64_t nb, int run_subs, const splash::cpu::QuantizedActs& qx, int64_t i0,
                   __m256* out, int64_t pf) {
+  const int subs = kSubs > 0 ? kSubs : run_subs;
   constexpr int kSb = mlx_scale_bytes(ST);
   constexpr int64_t kCodes = kEight ? 256 : 128;  // code bytes per 32 values
   const int8_t* xq[M];
@@ -404,9 +421,9 @@ void mlx_x8_micro(const uint8_t* const* gp, int64_t nb, int subs, const splash::
   const int64_t gb = kEight ? splash::cpu::mlx8x8_group_bytes(32 * subs, kSb)
                            : splash::cpu::mlx4x8_group_bytes(32 * subs, kSb);
   const int64_t slice = (gb + subs - 1) / subs;  // prefetched per block (no division in the loop)
-  for (int64_t b0 = 0; b0 < nb; b0 += subs) {
+  for (int64_t b0 = 0, group = 0; b0 < nb; b0 += subs, ++group) {  // no division per group: subs is a run-time value
     for (int k = 0; k < S; ++k) {
-      const uint8_t* p = gp[k] + b0 / subs * gb;
+      const uint8_t* p = gp[k] + group * gb;
       __m256 gsum[M];
       float dsum[M];
       for (int m = 0; m < M; ++m) {
@@ -419,9 +436,9 @@ void mlx_x8_micro(const uint8_t* const* gp, int64_t nb, int subs, const splash::
         if (pf) prefetch_l1(p + pf + slice * k, slice);  // the group ahead, a share per block
         __m256i isum[M];
         if constexpr (kEight) {
-          signed_code_sums<M>(c, xq, b, xi, isum);  // the stored code - 128, as Q8_0's codes
+          Sums::template signed_codes<M>(c, xq, b, xi, isum);  // the stored code - 128, as Q8_0's codes
         } else {
-          nibble_block_sums_from_zero<M>(c, xq, b, isum);
+          Sums::template nibble<M>(c, xq, b, isum);
         }
         for (int m = 0; m < M; ++m) {
           gsum[m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[m]), _mm256_set1_ps(xd[m][b]), gsum[m]);
@@ -475,16 +492,24 @@ struct MicroQ6_Kx8 {
     q6_kx8_micro<M, S>(gp, nb, qx, i0, out, pf);
   }
 };
-template <bool kEight>
+template <bool kEight, class Sums = NarrowSums>
 struct MicroMlxX8 {
   template <int M, int S>
   static void run(const splash::PackedWeights& w, const uint8_t* const* gp, int64_t nb,
                   const splash::cpu::QuantizedActs& qx, int64_t i0, __m256* out, int64_t pf) {
     const int subs = w.group_size() / 32;
+    if (subs == 2) {
+      switch (mlx_scale_kind(w.scale_dtype())) {
+        case 1: mlx_x8_micro<1, kEight, M, S, Sums, 2>(gp, nb, subs, qx, i0, out, pf); break;
+        case 2: mlx_x8_micro<2, kEight, M, S, Sums, 2>(gp, nb, subs, qx, i0, out, pf); break;
+        default: mlx_x8_micro<0, kEight, M, S, Sums, 2>(gp, nb, subs, qx, i0, out, pf); break;
+      }
+      return;
+    }
     switch (mlx_scale_kind(w.scale_dtype())) {
-      case 1: mlx_x8_micro<1, kEight, M, S>(gp, nb, subs, qx, i0, out, pf); break;
-      case 2: mlx_x8_micro<2, kEight, M, S>(gp, nb, subs, qx, i0, out, pf); break;
-      default: mlx_x8_micro<0, kEight, M, S>(gp, nb, subs, qx, i0, out, pf); break;
+      case 1: mlx_x8_micro<1, kEight, M, S, Sums>(gp, nb, subs, qx, i0, out, pf); break;
+      case 2: mlx_x8_micro<2, kEight, M, S, Sums>(gp, nb, subs, qx, i0, out, pf); break;
+      default: mlx_x8_micro<0, kEight, M, S, Sums>(gp, nb, subs, qx, i0, out, pf); break;
     }
   }
 };

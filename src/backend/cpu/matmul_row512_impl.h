@@ -1,7 +1,7 @@
 // Internal to backend/cpu: one-row decode kernels for the Q4_0x8 and Q8_0x8 layouts in 512-bit
-// registers, included only by matmul_avx512.cpp, after matmul_gemm_impl.h and before
-// matmul_gemm512_impl.h (x16_tile takes them for one activation row and one stream per task),
-// inside its anonymous namespace.
+// registers, and the same block sums for the MLX 4/8-bit x8 kernels (WideSums), included only by
+// matmul_avx512.cpp, after matmul_gemm_impl.h and before matmul_gemm512_impl.h (x16_tile takes them
+// for one activation row and one stream per task), inside its anonymous namespace.
 //
 // The 256-bit decode kernel spends a broadcast of 4 activation bytes and a vpdpbusd on every 32-byte
 // step of a group's block. Here one zmm holds two consecutive steps of the same group (64 contiguous
@@ -29,63 +29,92 @@ inline __m256i fold_halves(__m512i s16) {
 // it reads as fast or faster (bench_matmul gemv/<type>/output, docs/PERFORMANCE.md).
 inline __m512i load512(const uint8_t* p) { return load_pair(p, p + 32); }
 
+// A block's 8 row sums of 4-bit codes (the 4 code steps at c, Q4_0x8 / MLX 4-bit x8) against its
+// 32 activation bytes `x` (low half of a zmm), without any offset: those of nibble_block_sums<1>.
+inline __m256i nibble_sums512(const uint8_t* c, __m512i x) {
+  const __m512i m4 = _mm512_set1_epi8(0x0F);
+  // Step s's low nibbles are values 4s..4s+3 of the block (dword s), its high nibbles 16 + 4s.. (dword 4 + s).
+  const __m512i v01 = load512(c), v23 = load512(c + 64);
+  // The high nibbles masked in place are 16 x their value: summed apart, shifted once (exact).
+  __m512i lo = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_and_si512(v01, m4),
+                                   _mm512_permutexvar_epi32(dword_pair_index(0, 1), x));
+  __m512i hi = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_andnot_si512(m4, v01),
+                                   _mm512_permutexvar_epi32(dword_pair_index(4, 5), x));
+  lo = _mm512_dpbusd_epi32(lo, _mm512_and_si512(v23, m4), _mm512_permutexvar_epi32(dword_pair_index(2, 3), x));
+  hi = _mm512_dpbusd_epi32(hi, _mm512_andnot_si512(m4, v23), _mm512_permutexvar_epi32(dword_pair_index(6, 7), x));
+  return fold_halves(_mm512_add_epi32(lo, _mm512_srai_epi32(hi, 4)));
+}
+
+// The same for 8-bit codes (the 8 steps at c, Q8_0x8 / MLX 8-bit x8) as unsigned w + 128 against the
+// signed activations, without the - 128 sum(x): those of signed_code_sums<1> less its start.
+inline __m256i signed_sums512(const uint8_t* c, __m512i x) {
+  const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
+  // Two chains of two steps each, so one block's sums do not wait on four vpdpbusd in a row.
+  __m512i s0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_xor_si512(load512(c), flip),
+                                   _mm512_permutexvar_epi32(dword_pair_index(0, 1), x));
+  __m512i s1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_xor_si512(load512(c + 64), flip),
+                                   _mm512_permutexvar_epi32(dword_pair_index(2, 3), x));
+  s0 = _mm512_dpbusd_epi32(s0, _mm512_xor_si512(load512(c + 128), flip), _mm512_permutexvar_epi32(dword_pair_index(4, 5), x));
+  s1 = _mm512_dpbusd_epi32(s1, _mm512_xor_si512(load512(c + 192), flip), _mm512_permutexvar_epi32(dword_pair_index(6, 7), x));
+  return fold_halves(_mm512_add_epi32(s0, s1));
+}
+
+// Activation block b of a row (32 bytes) in the low half of a zmm.
+inline __m512i acts512(const int8_t* xq, int64_t b) {
+  return _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + b * 32)));
+}
+
+// The block sums policy (NarrowSums, matmul_gemm_impl.h) of the MLX x8 kernels for one activation
+// row: the functions above; more rows keep the 256-bit ones.
+struct WideSums {
+  template <int M>
+  static void nibble(const uint8_t* c, const int8_t* const* xq, int64_t b, __m256i* out) {
+    if constexpr (M == 1) out[0] = nibble_sums512(c, acts512(xq[0], b));
+    else NarrowSums::nibble<M>(c, xq, b, out);
+  }
+  template <int M>
+  static void signed_codes(const uint8_t* c, const int8_t* const* xq, int64_t b, const int32_t* const* xs,
+                           __m256i* out) {
+    if constexpr (M == 1) out[0] = _mm256_add_epi32(signed_sums512(c, acts512(xq[0], b)), _mm256_set1_epi32(-128 * xs[0][b]));
+    else NarrowSums::signed_codes<M>(c, xq, b, xs, out);
+  }
+};
+
 // One group (`g`, blocks of kBlockBytes: 16 bytes of fp16 row scales, then the codes) x one
-// activation row. sums(codes, x, xs) gives a block's 8 exact int32 row sums against the block's 32
-// activation bytes `x` (in the low half of a zmm) whose code sum is xs; the float step after it is
-// the 256-bit kernel's.
+// activation row. sums(codes, block) gives a block's 8 exact int32 row sums, offset included; the
+// float step after it is the 256-bit kernel's.
 template <int64_t kBlockBytes, class Sums>
 inline __m256 row512(const uint8_t* g, int64_t nb, const splash::cpu::QuantizedActs& qx, int64_t i0, int64_t pf,
                      Sums&& sums) {
-  const int8_t* xq = qx.q_row(i0);
   const float* xd = qx.d_row(i0);
-  const int32_t* xs = qx.qsum_row(i0);
   __m256 acc = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* p = g + b * kBlockBytes;
     if (pf) prefetch_l1(p + pf, kBlockBytes);
-    const __m512i x = _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + b * 32)));
-    const __m256i i32 = sums(p + 16, x, xs[b]);
+    const __m256i i32 = sums(p + 16, b);
     const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
     acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i32), _mm256_mul_ps(d, _mm256_set1_ps(xd[b])), acc);
   }
   return acc;
 }
 
-// Q4_0x8; the same sums as q4_0x8_micro<1, 1>.
+// Q4_0x8; the same sums as q4_0x8_micro<1, 1>: (q - 8) x = q x - 8 sum(x).
 inline __m256 q4_0x8_row512(const uint8_t* g, int64_t nb, const splash::cpu::QuantizedActs& qx, int64_t i0,
                             int64_t pf) {
-  const __m512i m4 = _mm512_set1_epi8(0x0F);
-  // Step s's low nibbles are values 4s..4s+3 of the block (dword s), its high nibbles 16 + 4s.. (dword 4 + s).
-  const __m512i lo01 = dword_pair_index(0, 1), lo23 = dword_pair_index(2, 3);
-  const __m512i hi01 = dword_pair_index(4, 5), hi23 = dword_pair_index(6, 7);
-  return row512<splash::cpu::kQ4_0x8BlockBytes>(g, nb, qx, i0, pf, [&](const uint8_t* c, __m512i x, int32_t xs) {
-    const __m512i v01 = load512(c), v23 = load512(c + 64);
-    // The high nibbles masked in place are 16 x their value: summed apart, shifted once (exact).
-    __m512i lo = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_and_si512(v01, m4), _mm512_permutexvar_epi32(lo01, x));
-    __m512i hi = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_andnot_si512(m4, v01), _mm512_permutexvar_epi32(hi01, x));
-    lo = _mm512_dpbusd_epi32(lo, _mm512_and_si512(v23, m4), _mm512_permutexvar_epi32(lo23, x));
-    hi = _mm512_dpbusd_epi32(hi, _mm512_andnot_si512(m4, v23), _mm512_permutexvar_epi32(hi23, x));
-    // (q - 8) x = q x - 8 sum(x), as in the 256-bit kernel.
-    return _mm256_sub_epi32(fold_halves(_mm512_add_epi32(lo, _mm512_srai_epi32(hi, 4))), _mm256_set1_epi32(8 * xs));
+  const int8_t* xq = qx.q_row(i0);
+  const int32_t* xs = qx.qsum_row(i0);
+  return row512<splash::cpu::kQ4_0x8BlockBytes>(g, nb, qx, i0, pf, [&](const uint8_t* c, int64_t b) {
+    return _mm256_sub_epi32(nibble_sums512(c, acts512(xq, b)), _mm256_set1_epi32(8 * xs[b]));
   });
 }
 
-// Q8_0x8; the same sums as q8_0x8_micro<1, 1>: the codes as unsigned w + 128 against the signed
-// activations, - 128 sum(x).
+// Q8_0x8; the same sums as q8_0x8_micro<1, 1>: - 128 sum(x) for the codes' + 128.
 inline __m256 q8_0x8_row512(const uint8_t* g, int64_t nb, const splash::cpu::QuantizedActs& qx, int64_t i0,
                             int64_t pf) {
-  const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
-  const __m512i i01 = dword_pair_index(0, 1), i23 = dword_pair_index(2, 3);
-  const __m512i i45 = dword_pair_index(4, 5), i67 = dword_pair_index(6, 7);
-  return row512<splash::cpu::kQ8_0x8BlockBytes>(g, nb, qx, i0, pf, [&](const uint8_t* c, __m512i x, int32_t xs) {
-    // Two chains of two steps each, so one block's sums do not wait on four vpdpbusd in a row.
-    __m512i s0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_xor_si512(load512(c), flip),
-                                     _mm512_permutexvar_epi32(i01, x));
-    __m512i s1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_xor_si512(load512(c + 64), flip),
-                                     _mm512_permutexvar_epi32(i23, x));
-    s0 = _mm512_dpbusd_epi32(s0, _mm512_xor_si512(load512(c + 128), flip), _mm512_permutexvar_epi32(i45, x));
-    s1 = _mm512_dpbusd_epi32(s1, _mm512_xor_si512(load512(c + 192), flip), _mm512_permutexvar_epi32(i67, x));
-    return _mm256_add_epi32(fold_halves(_mm512_add_epi32(s0, s1)), _mm256_set1_epi32(-128 * xs));
+  const int8_t* xq = qx.q_row(i0);
+  const int32_t* xs = qx.qsum_row(i0);
+  return row512<splash::cpu::kQ8_0x8BlockBytes>(g, nb, qx, i0, pf, [&](const uint8_t* c, int64_t b) {
+    return _mm256_add_epi32(signed_sums512(c, acts512(xq, b)), _mm256_set1_epi32(-128 * xs[b]));
   });
 }
 
