@@ -185,6 +185,12 @@ int run(int argc, char** argv) {
   std::vector<std::vector<float>> px(static_cast<size_t>(threads), x), py(static_cast<size_t>(threads), y);
   for (int t = 0; t < threads; ++t) solo.push_back(std::make_unique<ThreadPool>(1));
   std::vector<double> shares[3][kWays], gbs[3][kWays], membws[3];  // [lower, upper, all]
+  // Thread t's contiguous share of w's rows (whole row groups), on the calling thread: halves, team.
+  auto rows_share = [&](const PackedWeights& w, int64_t t) {
+    const int64_t g = w.is_x8() ? w.group_rows() : 8, groups = (w.rows() + g - 1) / g;
+    const int64_t r0 = groups * t / threads * g, r1 = std::min(w.rows(), groups * (t + 1) / threads * g);
+    matmul_rows(w, px[static_cast<size_t>(t)].data(), py[static_cast<size_t>(t)].data(), 1, r0, r1);
+  };
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
   for (int pass = 0; std::chrono::duration<double>(Clock::now() - start).count() < seconds; ++pass) {
@@ -211,11 +217,7 @@ int run(int argc, char** argv) {
       bytes = static_cast<double>(threads) * static_cast<double>(m.memory().decode_read);
     } else if (way == 4) {
       pool.parallel_for(threads, [&](int64_t t, int) {
-        for (const PackedWeights* w : mats) {
-          const int64_t g = w->is_x8() ? w->group_rows() : 8, groups = (w->rows() + g - 1) / g;
-          const int64_t r0 = groups * t / threads * g, r1 = std::min(w->rows(), groups * (t + 1) / threads * g);
-          matmul_rows(*w, px[static_cast<size_t>(t)].data(), py[static_cast<size_t>(t)].data(), 1, r0, r1);
-        }
+        for (const PackedWeights* w : mats) rows_share(*w, t);
       });
       bytes = static_cast<double>(m.memory().decode_read);
     } else if (way == 5) {
@@ -226,9 +228,7 @@ int run(int argc, char** argv) {
         int my_phase = 0;
         for (size_t k = 0; k < mats.size(); ++k) {
           const PackedWeights* w = mats[k];
-          const int64_t g = w->is_x8() ? w->group_rows() : 8, groups = (w->rows() + g - 1) / g;
-          const int64_t r0 = groups * t / threads * g, r1 = std::min(w->rows(), groups * (t + 1) / threads * g);
-          matmul_rows(*w, px[static_cast<size_t>(t)].data(), py[static_cast<size_t>(t)].data(), 1, r0, r1);
+          rows_share(*w, t);
           if (k + 1 < mats.size() && per_layer > 0) {  // a spin barrier after every layer product
             ++my_phase;
             if (arrived.fetch_add(1, std::memory_order_acq_rel) + 1 == threads * my_phase)

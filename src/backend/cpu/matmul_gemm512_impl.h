@@ -320,7 +320,7 @@ void q6_kx16_micro(const uint8_t* p0, const uint8_t* p1, int64_t nb, const splas
 
 struct MicroQ4_0x16 {
   using Single = MicroQ4_0x8;
-  static constexpr auto kRow = q4_0x8_row512;  // one-row decode (matmul_row512_impl.h)
+  using Row = MicroQ4_0x8With<WideSums>;  // one-row decode (matmul_row512_impl.h)
   template <int M>
   static void run(const splash::PackedWeights&, const uint8_t* p0, const uint8_t* p1, int64_t nb,
                   const splash::cpu::QuantizedActs& qx, int64_t i0, __m512* out) {
@@ -329,7 +329,7 @@ struct MicroQ4_0x16 {
 };
 struct MicroQ8_0x16 {
   using Single = MicroQ8_0x8;
-  static constexpr auto kRow = q8_0x8_row512;
+  using Row = MicroQ8_0x8With<WideSums>;
   template <int M>
   static void run(const splash::PackedWeights&, const uint8_t* p0, const uint8_t* p1, int64_t nb,
                   const splash::cpu::QuantizedActs& qx, int64_t i0, __m512* out) {
@@ -397,11 +397,8 @@ void x16_step(const splash::PackedWeights& w, const uint8_t* p0, int64_t nb, con
 // matmul_row512_impl.h: two steps of one group per zmm, still one stream.
 template <class Micro>
 void x16_tile(const splash::cpu::KernelArgs& a) {
-  if (a.i1 - a.i0 == 1 && a.streams == 1) {  // one-row decode, one stream per task
-    if constexpr (requires { Micro::kRow; }) {
-      x8_row512_tile<Micro::kRow>(a);
-      return;
-    } else if constexpr (requires { typename Micro::Row; }) {
+  if constexpr (requires { typename Micro::Row; }) {
+    if (a.i1 - a.i0 == 1 && a.streams == 1) {  // one-row decode, one stream per task
       x8_tile<typename Micro::Row>(a);
       return;
     }

@@ -112,8 +112,27 @@ inline void nibble_block_sums_from_zero(const uint8_t* c, const int8_t* const* x
   nibble_block_sums<M>(c, xq, b, zero, out);
 }
 
+template <int M>
+inline void signed_code_sums(const uint8_t* c, const int8_t* const* xq, int64_t b, const int32_t* const* xs,
+                             __m256i* out);
+
+// The block sums the Q4_0, Q8_0 and MLX x8 kernels take as a policy (`Sums`): these 256-bit ones by
+// default; the AVX-512 build passes 512-bit ones for one-row decode (WideSums, matmul_row512_impl.h).
+// nibble: 4-bit codes from `init`; signed_codes: 8-bit codes, - 128 sum(x) included.
+struct NarrowSums {
+  template <int M>
+  static void nibble(const uint8_t* c, const int8_t* const* xq, int64_t b, const __m256i* init, __m256i* out) {
+    nibble_block_sums<M>(c, xq, b, init, out);
+  }
+  template <int M>
+  static void signed_codes(const uint8_t* c, const int8_t* const* xq, int64_t b, const int32_t* const* xs,
+                           __m256i* out) {
+    signed_code_sums<M>(c, xq, b, xs, out);
+  }
+};
+
 // Q4_0x8, S groups of 8 rows (`gp[k]`) x M activation rows; out[k * M + m].
-template <int M, int S>
+template <int M, int S, class Sums = NarrowSums>
 void q4_0x8_micro(const uint8_t* const* gp, int64_t nb, const splash::cpu::QuantizedActs& qx, int64_t i0,
                   __m256* out, int64_t pf) {
   const int8_t* xq[M];
@@ -133,7 +152,7 @@ void q4_0x8_micro(const uint8_t* const* gp, int64_t nb, const splash::cpu::Quant
       // (q - 8) x = q x - 8 sum(x): the offset folds into the integer sum exactly.
       __m256i i32[M];
       for (int m = 0; m < M; ++m) i32[m] = _mm256_set1_epi32(-8 * xs[m][b]);
-      nibble_block_sums<M>(p + 16, xq, b, i32, i32);
+      Sums::template nibble<M>(p + 16, xq, b, i32, i32);
       const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
       for (int m = 0; m < M; ++m)
         acc[k * M + m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i32[m]), _mm256_mul_ps(d, _mm256_set1_ps(xd[m][b])),
@@ -173,22 +192,8 @@ inline void signed_code_sums(const uint8_t* c, const int8_t* const* xq, int64_t 
 #endif
 }
 
-// The block sums the MLX x8 kernels take as a policy (`Sums`): these 256-bit ones by default; the
-// AVX-512 build passes 512-bit ones for one activation row (WideSums, matmul_row512_impl.h).
-struct NarrowSums {
-  template <int M>
-  static void nibble(const uint8_t* c, const int8_t* const* xq, int64_t b, __m256i* out) {
-    nibble_block_sums_from_zero<M>(c, xq, b, out);
-  }
-  template <int M>
-  static void signed_codes(const uint8_t* c, const int8_t* const* xq, int64_t b, const int32_t* const* xs,
-                           __m256i* out) {
-    signed_code_sums<M>(c, xq, b, xs, out);
-  }
-};
-
 // Q8_0x8, S groups of 8 rows x M activation rows (signed_code_sums per block).
-template <int M, int S>
+template <int M, int S, class Sums = NarrowSums>
 void q8_0x8_micro(const uint8_t* const* gp, int64_t nb, const splash::cpu::QuantizedActs& qx, int64_t i0,
                   __m256* out, int64_t pf) {
   const int8_t* xq[M];
@@ -206,7 +211,7 @@ void q8_0x8_micro(const uint8_t* const* gp, int64_t nb, const splash::cpu::Quant
       const uint8_t* p = gp[k] + b * splash::cpu::kQ8_0x8BlockBytes;
       if (pf) prefetch_l1(p + pf, splash::cpu::kQ8_0x8BlockBytes);
       __m256i isum[M];
-      signed_code_sums<M>(p + 16, xq, b, xs, isum);
+      Sums::template signed_codes<M>(p + 16, xq, b, xs, isum);
       const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
       for (int m = 0; m < M; ++m)
         acc[k * M + m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[m]), _mm256_mul_ps(d, _mm256_set1_ps(xd[m][b])),
@@ -421,6 +426,8 @@ void mlx_x8_micro(const uint8_t* const* gp, int64_t nb, int run_subs, const spla
   const int64_t gb = kEight ? splash::cpu::mlx8x8_group_bytes(32 * subs, kSb)
                            : splash::cpu::mlx4x8_group_bytes(32 * subs, kSb);
   const int64_t slice = (gb + subs - 1) / subs;  // prefetched per block (no division in the loop)
+  __m256i zero[M];
+  for (int m = 0; m < M; ++m) zero[m] = _mm256_setzero_si256();
   for (int64_t b0 = 0, group = 0; b0 < nb; b0 += subs, ++group) {  // no division per group: subs is a run-time value
     for (int k = 0; k < S; ++k) {
       const uint8_t* p = gp[k] + group * gb;
@@ -438,7 +445,7 @@ void mlx_x8_micro(const uint8_t* const* gp, int64_t nb, int run_subs, const spla
         if constexpr (kEight) {
           Sums::template signed_codes<M>(c, xq, b, xi, isum);  // the stored code - 128, as Q8_0's codes
         } else {
-          Sums::template nibble<M>(c, xq, b, isum);
+          Sums::template nibble<M>(c, xq, b, zero, isum);
         }
         for (int m = 0; m < M; ++m) {
           gsum[m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[m]), _mm256_set1_ps(xd[m][b]), gsum[m]);
@@ -457,20 +464,24 @@ void mlx_x8_micro(const uint8_t* const* gp, int64_t nb, int run_subs, const spla
 }
 
 // The micro-kernels behind one interface: `w` gives what a layout needs beyond the group pointer.
-struct MicroQ4_0x8 {
+template <class Sums>
+struct MicroQ4_0x8With {
   template <int M, int S>
   static void run(const splash::PackedWeights&, const uint8_t* const* gp, int64_t nb,
                   const splash::cpu::QuantizedActs& qx, int64_t i0, __m256* out, int64_t pf) {
-    q4_0x8_micro<M, S>(gp, nb, qx, i0, out, pf);
+    q4_0x8_micro<M, S, Sums>(gp, nb, qx, i0, out, pf);
   }
 };
-struct MicroQ8_0x8 {
+using MicroQ4_0x8 = MicroQ4_0x8With<NarrowSums>;
+template <class Sums>
+struct MicroQ8_0x8With {
   template <int M, int S>
   static void run(const splash::PackedWeights&, const uint8_t* const* gp, int64_t nb,
                   const splash::cpu::QuantizedActs& qx, int64_t i0, __m256* out, int64_t pf) {
-    q8_0x8_micro<M, S>(gp, nb, qx, i0, out, pf);
+    q8_0x8_micro<M, S, Sums>(gp, nb, qx, i0, out, pf);
   }
 };
+using MicroQ8_0x8 = MicroQ8_0x8With<NarrowSums>;
 struct MicroQ4_Kx8 {
   template <int M, int S>
   static void run(const splash::PackedWeights&, const uint8_t* const* gp, int64_t nb,
@@ -498,19 +509,15 @@ struct MicroMlxX8 {
   static void run(const splash::PackedWeights& w, const uint8_t* const* gp, int64_t nb,
                   const splash::cpu::QuantizedActs& qx, int64_t i0, __m256* out, int64_t pf) {
     const int subs = w.group_size() / 32;
-    if (subs == 2) {
+    auto go = [&]<int kSubs>() {
       switch (mlx_scale_kind(w.scale_dtype())) {
-        case 1: mlx_x8_micro<1, kEight, M, S, Sums, 2>(gp, nb, subs, qx, i0, out, pf); break;
-        case 2: mlx_x8_micro<2, kEight, M, S, Sums, 2>(gp, nb, subs, qx, i0, out, pf); break;
-        default: mlx_x8_micro<0, kEight, M, S, Sums, 2>(gp, nb, subs, qx, i0, out, pf); break;
+        case 1: mlx_x8_micro<1, kEight, M, S, Sums, kSubs>(gp, nb, subs, qx, i0, out, pf); break;
+        case 2: mlx_x8_micro<2, kEight, M, S, Sums, kSubs>(gp, nb, subs, qx, i0, out, pf); break;
+        default: mlx_x8_micro<0, kEight, M, S, Sums, kSubs>(gp, nb, subs, qx, i0, out, pf); break;
       }
-      return;
-    }
-    switch (mlx_scale_kind(w.scale_dtype())) {
-      case 1: mlx_x8_micro<1, kEight, M, S, Sums>(gp, nb, subs, qx, i0, out, pf); break;
-      case 2: mlx_x8_micro<2, kEight, M, S, Sums>(gp, nb, subs, qx, i0, out, pf); break;
-      default: mlx_x8_micro<0, kEight, M, S, Sums>(gp, nb, subs, qx, i0, out, pf); break;
-    }
+    };
+    if (subs == 2) go.template operator()<2>();  // groups of 64, MLX's default: unrolled
+    else go.template operator()<0>();
   }
 };
 using MicroMlx4x8 = MicroMlxX8<false>;

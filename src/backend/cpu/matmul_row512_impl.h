@@ -1,17 +1,16 @@
-// Internal to backend/cpu: one-row decode kernels for the Q4_0x8 and Q8_0x8 layouts in 512-bit
-// registers, and the same block sums for the MLX 4/8-bit x8 kernels (WideSums), included only by
-// matmul_avx512.cpp, after matmul_gemm_impl.h and before matmul_gemm512_impl.h (x16_tile takes them
-// for one activation row and one stream per task), inside its anonymous namespace.
+// Internal to backend/cpu: block sums in 512-bit registers for one-row decode of the Q4_0, Q8_0 and
+// MLX 4/8-bit x8 layouts (WideSums, a policy of their micro-kernels in matmul_gemm_impl.h), included
+// only by matmul_avx512.cpp, after matmul_gemm_impl.h and before matmul_gemm512_impl.h (x16_tile
+// takes them for one activation row and one stream per task), inside its anonymous namespace.
 //
 // The 256-bit decode kernel spends a broadcast of 4 activation bytes and a vpdpbusd on every 32-byte
 // step of a group's block. Here one zmm holds two consecutive steps of the same group (64 contiguous
 // bytes: the group stays one sequential stream, unlike the x16 pairs of two groups), and one vpermd
 // per zmm puts the two steps' activation dwords in its halves: per Q4_0 block 2 loads, 4 masks, 4
 // vpermd and 4 vpdpbusd instead of 4 loads, 8 masks, 8 broadcasts and 8 vpdpbusd. The halves fold
-// in int32 before the block's float step, which is the 256-bit kernel's (cvt, d x xd, one FMA into
-// the row's sum, block after block): the integer sums are exact in any order, so the results are
-// bit-identical to the 256-bit kernel's and to the batched (M > 1) kernels' rows, which speculative
-// verification relies on (Matmul tests check them bit for bit against matmul over several rows).
+// in int32 and the micro-kernels' float steps stay as they are; integer sums are exact in any order,
+// so the results are bit-identical to the 256-bit kernel's and to the batched (M > 1) kernels' rows,
+// which speculative verification relies on (Matmul tests check them bit for bit).
 
 // Lanes 0-7 dword i of a block's 32 activation bytes, lanes 8-15 dword j.
 inline __m512i dword_pair_index(int i, int j) {
@@ -64,13 +63,13 @@ inline __m512i acts512(const int8_t* xq, int64_t b) {
   return _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + b * 32)));
 }
 
-// The block sums policy (NarrowSums, matmul_gemm_impl.h) of the MLX x8 kernels for one activation
-// row: the functions above; more rows keep the 256-bit ones.
+// The block sums policy (NarrowSums, matmul_gemm_impl.h) of the Q4_0, Q8_0 and MLX x8 kernels for
+// one activation row: the functions above; more rows keep the 256-bit ones.
 struct WideSums {
   template <int M>
-  static void nibble(const uint8_t* c, const int8_t* const* xq, int64_t b, __m256i* out) {
-    if constexpr (M == 1) out[0] = nibble_sums512(c, acts512(xq[0], b));
-    else NarrowSums::nibble<M>(c, xq, b, out);
+  static void nibble(const uint8_t* c, const int8_t* const* xq, int64_t b, const __m256i* init, __m256i* out) {
+    if constexpr (M == 1) out[0] = _mm256_add_epi32(init[0], nibble_sums512(c, acts512(xq[0], b)));
+    else NarrowSums::nibble<M>(c, xq, b, init, out);
   }
   template <int M>
   static void signed_codes(const uint8_t* c, const int8_t* const* xq, int64_t b, const int32_t* const* xs,
@@ -79,53 +78,3 @@ struct WideSums {
     else NarrowSums::signed_codes<M>(c, xq, b, xs, out);
   }
 };
-
-// One group (`g`, blocks of kBlockBytes: 16 bytes of fp16 row scales, then the codes) x one
-// activation row. sums(codes, block) gives a block's 8 exact int32 row sums, offset included; the
-// float step after it is the 256-bit kernel's.
-template <int64_t kBlockBytes, class Sums>
-inline __m256 row512(const uint8_t* g, int64_t nb, const splash::cpu::QuantizedActs& qx, int64_t i0, int64_t pf,
-                     Sums&& sums) {
-  const float* xd = qx.d_row(i0);
-  __m256 acc = _mm256_setzero_ps();
-  for (int64_t b = 0; b < nb; ++b) {
-    const uint8_t* p = g + b * kBlockBytes;
-    if (pf) prefetch_l1(p + pf, kBlockBytes);
-    const __m256i i32 = sums(p + 16, b);
-    const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i32), _mm256_mul_ps(d, _mm256_set1_ps(xd[b])), acc);
-  }
-  return acc;
-}
-
-// Q4_0x8; the same sums as q4_0x8_micro<1, 1>: (q - 8) x = q x - 8 sum(x).
-inline __m256 q4_0x8_row512(const uint8_t* g, int64_t nb, const splash::cpu::QuantizedActs& qx, int64_t i0,
-                            int64_t pf) {
-  const int8_t* xq = qx.q_row(i0);
-  const int32_t* xs = qx.qsum_row(i0);
-  return row512<splash::cpu::kQ4_0x8BlockBytes>(g, nb, qx, i0, pf, [&](const uint8_t* c, int64_t b) {
-    return _mm256_sub_epi32(nibble_sums512(c, acts512(xq, b)), _mm256_set1_epi32(8 * xs[b]));
-  });
-}
-
-// Q8_0x8; the same sums as q8_0x8_micro<1, 1>: - 128 sum(x) for the codes' + 128.
-inline __m256 q8_0x8_row512(const uint8_t* g, int64_t nb, const splash::cpu::QuantizedActs& qx, int64_t i0,
-                            int64_t pf) {
-  const int8_t* xq = qx.q_row(i0);
-  const int32_t* xs = qx.qsum_row(i0);
-  return row512<splash::cpu::kQ8_0x8BlockBytes>(g, nb, qx, i0, pf, [&](const uint8_t* c, int64_t b) {
-    return _mm256_add_epi32(signed_sums512(c, acts512(xq, b)), _mm256_set1_epi32(-128 * xs[b]));
-  });
-}
-
-// One-row decode of rows [a.r0, a.r1) (r0 on a group), one group after the other: `row` is one of
-// the kernels above.
-template <__m256 (*row)(const uint8_t*, int64_t, const splash::cpu::QuantizedActs&, int64_t, int64_t)>
-void x8_row512_tile(const splash::cpu::KernelArgs& a) {
-  const splash::PackedWeights& w = *a.w;
-  const int64_t nb = w.cols() / 32;
-  for (int64_t g = a.r0 / 8; g * 8 < a.r1; ++g) {
-    const __m256 v = row(w.data() + g * w.group_bytes(), nb, *a.qx, a.i0, a.prefetch);
-    store_x8<1>(&v, a.y, w.rows(), a.i0, g * 8, w.rows());
-  }
-}
