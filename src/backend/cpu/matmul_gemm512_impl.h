@@ -338,6 +338,7 @@ struct MicroQ8_0x16 {
 };
 struct MicroQ4_Kx16 {
   using Single = MicroQ4_Kx8;
+  using Row = MicroQ4_Kx8With<WideSums>;  // one-row decode: the Q4_0 block sums (matmul_row512_impl.h)
   template <int M>
   static void run(const splash::PackedWeights&, const uint8_t* p0, const uint8_t* p1, int64_t nb,
                   const splash::cpu::QuantizedActs& qx, int64_t i0, __m512* out) {
@@ -346,6 +347,7 @@ struct MicroQ4_Kx16 {
 };
 struct MicroQ5_Kx16 {
   using Single = MicroQ5_Kx8;
+  using Row = MicroQ5_Kx8With<WideSums>;
   template <int M>
   static void run(const splash::PackedWeights&, const uint8_t* p0, const uint8_t* p1, int64_t nb,
                   const splash::cpu::QuantizedActs& qx, int64_t i0, __m512* out) {
@@ -354,6 +356,7 @@ struct MicroQ5_Kx16 {
 };
 struct MicroQ6_Kx16 {
   using Single = MicroQ6_Kx8;
+  using Row = MicroQ6_Kx8With<WideSums>;
   template <int M>
   static void run(const splash::PackedWeights&, const uint8_t* p0, const uint8_t* p1, int64_t nb,
                   const splash::cpu::QuantizedActs& qx, int64_t i0, __m512* out) {
@@ -393,8 +396,8 @@ void x16_step(const splash::PackedWeights& w, const uint8_t* p0, int64_t nb, con
 // 151,936 x 1024 output matrix (bench_matmul gemv/Q4_0/output 48 vs 34 GB/s, Q8_0 55 vs 36), while
 // the pairs win 1.7x where the weights are reused across many activation rows (prefill). (On Intel
 // the 256-bit kernel reads two streams per task all the same, but far apart: walk_streams.) One-row
-// decode with one stream per task (AMD) of Q4_0, Q8_0 and MLX 4/8-bit takes the block sums of
-// matmul_row512_impl.h: two steps of one group per zmm, still one stream.
+// decode with one stream per task (AMD) of Q4_0, Q8_0, MLX 4/8-bit and the K-quants takes the block
+// sums of matmul_row512_impl.h: two steps of one group per zmm, still one stream.
 template <class Micro>
 void x16_tile(const splash::cpu::KernelArgs& a) {
   if constexpr (requires { typename Micro::Row; }) {

@@ -104,21 +104,76 @@ inline void nibble_block_sums(const uint8_t* c, const int8_t* const* xq, int64_t
 #endif
 }
 
-// The same from zero.
-template <int M>
-inline void nibble_block_sums_from_zero(const uint8_t* c, const int8_t* const* xq, int64_t b, __m256i* out) {
-  __m256i zero[M];
-  for (int m = 0; m < M; ++m) zero[m] = _mm256_setzero_si256();
-  nibble_block_sums<M>(c, xq, b, zero, out);
-}
-
 template <int M>
 inline void signed_code_sums(const uint8_t* c, const int8_t* const* xq, int64_t b, const int32_t* const* xs,
                              __m256i* out);
 
-// The block sums the Q4_0, Q8_0 and MLX x8 kernels take as a policy (`Sums`): these 256-bit ones by
-// default; the AVX-512 build passes 512-bit ones for one-row decode (WideSums, matmul_row512_impl.h).
-// nibble: 4-bit codes from `init`; signed_codes: 8-bit codes, - 128 sum(x) included.
+// The integer sums of one 32-value block of Q5_Kx8 codes (the 4 nibble steps at c, the fifth bits
+// at c + 128) against block b of M activation rows, for 8 rows, without any offset.
+template <int M>
+inline void five_bit_block_sums(const uint8_t* c, const int8_t* const* xq, int64_t b, __m256i* out) {
+  const __m256i m4 = _mm256_set1_epi8(0x0F), b4 = _mm256_set1_epi8(0x10);
+  const __m256i top = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c + 128));
+  for (int m = 0; m < M; ++m) out[m] = _mm256_setzero_si256();
+  for (int s = 0; s < 4; ++s) {
+    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c + 32 * s));
+    // bit s -> bit 4 for the low nibble, bit 4 + s -> bit 4 for the high
+    const __m256i lo = _mm256_or_si256(_mm256_and_si256(v, m4), _mm256_and_si256(_mm256_slli_epi16(top, 4 - s), b4));
+    const __m256i hi =
+        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4), _mm256_and_si256(_mm256_srli_epi16(top, s), b4));
+    for (int m = 0; m < M; ++m) {
+      const int8_t* xl = xq[m] + b * 32 + 4 * s;
+      const int8_t* xh = xl + 16;
+#if SPLASH_SIMD_VNNI
+      out[m] = dpbusd_x4<M>(dpbusd_x4<M>(out[m], lo, xl), hi, xh);
+#else
+      // 5-bit codes: 2 x 31 x 127 x 2 per step fits int16, four steps would not
+      const __m256i pair = _mm256_add_epi16(_mm256_maddubs_epi16(lo, bcast4(xl)), _mm256_maddubs_epi16(hi, bcast4(xh)));
+      out[m] = _mm256_add_epi32(out[m], _mm256_madd_epi16(pair, _mm256_set1_epi16(1)));
+#endif
+    }
+  }
+}
+
+// The integer sums of one 32-value block of Q6_Kx8 codes (the 4 low-nibble steps at c, then the 2
+// steps of top bits at c + 128) against block b of M activation rows, for 8 rows: sa over the block's
+// first 16 values (the low nibbles), sb over its last 16 (the high ones), without the - 32 offset.
+template <int M>
+inline void six_bit_block_sums(const uint8_t* c, const int8_t* const* xq, int64_t b, __m256i* sa, __m256i* sb) {
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  const __m256i m30 = _mm256_set1_epi8(0x30);
+  for (int m = 0; m < M; ++m) sa[m] = sb[m] = _mm256_setzero_si256();
+  for (int h = 0; h < 2; ++h) {
+    const __m256i top = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c + 128 + 32 * h));
+    for (int e = 0; e < 2; ++e) {
+      const int s = 2 * h + e;
+      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c + 32 * s));
+      // Top bits to bits 4-5: step 2h keeps them in bits 4-7 of the byte, step 2h + 1 in bits 0-3.
+      const __m256i tl = e == 0 ? top : _mm256_slli_epi16(top, 4);
+      const __m256i th = e == 0 ? _mm256_srli_epi16(top, 2) : _mm256_slli_epi16(top, 2);
+      const __m256i lo = _mm256_or_si256(_mm256_and_si256(v, m4), _mm256_and_si256(tl, m30));
+      const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4), _mm256_and_si256(th, m30));
+      for (int m = 0; m < M; ++m) {
+        const int8_t* xl = xq[m] + b * 32 + 4 * s;
+        const int8_t* xh = xl + 16;
+#if SPLASH_SIMD_VNNI
+        sa[m] = dpbusd_x4<M>(sa[m], lo, xl);
+        sb[m] = dpbusd_x4<M>(sb[m], hi, xh);
+#else
+        // 63 x 127 x 2 per int16 pair: one step fits, two would not; widen every step.
+        const __m256i one = _mm256_set1_epi16(1);
+        sa[m] = _mm256_add_epi32(sa[m], _mm256_madd_epi16(_mm256_maddubs_epi16(lo, bcast4(xl)), one));
+        sb[m] = _mm256_add_epi32(sb[m], _mm256_madd_epi16(_mm256_maddubs_epi16(hi, bcast4(xh)), one));
+#endif
+      }
+    }
+  }
+}
+
+// The block sums the Q4_0, Q8_0, MLX and K-quant x8 kernels take as a policy (`Sums`): these 256-bit
+// ones by default; the AVX-512 build passes 512-bit ones for one-row decode (WideSums,
+// matmul_row512_impl.h). nibble: 4-bit codes from `init` (Q4_0, MLX 4-bit, Q4_K); signed_codes:
+// 8-bit codes, - 128 sum(x) included; five_bit: Q5_K; six_bit: Q6_K's two half-block sums.
 struct NarrowSums {
   template <int M>
   static void nibble(const uint8_t* c, const int8_t* const* xq, int64_t b, const __m256i* init, __m256i* out) {
@@ -128,6 +183,14 @@ struct NarrowSums {
   static void signed_codes(const uint8_t* c, const int8_t* const* xq, int64_t b, const int32_t* const* xs,
                            __m256i* out) {
     signed_code_sums<M>(c, xq, b, xs, out);
+  }
+  template <int M>
+  static void five_bit(const uint8_t* c, const int8_t* const* xq, int64_t b, __m256i* out) {
+    five_bit_block_sums<M>(c, xq, b, out);
+  }
+  template <int M>
+  static void six_bit(const uint8_t* c, const int8_t* const* xq, int64_t b, __m256i* sa, __m256i* sb) {
+    six_bit_block_sums<M>(c, xq, b, sa, sb);
   }
 };
 
@@ -226,7 +289,7 @@ void q8_0x8_micro(const uint8_t* const* gp, int64_t nb, const splash::cpu::Quant
 // by the M activation rows) and the activation block's scale in one FMA, and the mins meet the
 // activation's d * sum(codes) in another; d and dmin multiply once per super-block.
 // kFive: Q5_Kx8, the same with each block's fifth bits ORed in as bit 4 of the codes.
-template <int M, bool kFive, int S>
+template <int M, bool kFive, int S, class Sums = NarrowSums>
 void q45_kx8_micro(const uint8_t* const* gp, int64_t nb, const splash::cpu::QuantizedActs& qx, int64_t i0,
                    __m256* out, int64_t pf) {
   constexpr int64_t kSuper = kFive ? splash::cpu::kQ5_Kx8SuperBytes : splash::cpu::kQ4_Kx8SuperBytes;
@@ -255,31 +318,11 @@ void q45_kx8_micro(const uint8_t* const* gp, int64_t nb, const splash::cpu::Quan
         if (pf) prefetch_l1(p + pf + kSuper * j / 8, kSuper / 8);  // the super-block ahead, an eighth per block
         __m256i isum[M];
         if constexpr (kFive) {
-          const __m256i m4 = _mm256_set1_epi8(0x0F), b4 = _mm256_set1_epi8(0x10);
-          const __m256i top = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c + 128));
-          for (int m = 0; m < M; ++m) isum[m] = _mm256_setzero_si256();
-          for (int s = 0; s < 4; ++s) {
-            const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c + 32 * s));
-            // bit s -> bit 4 for the low nibble, bit 4 + s -> bit 4 for the high
-            const __m256i lo =
-                _mm256_or_si256(_mm256_and_si256(v, m4), _mm256_and_si256(_mm256_slli_epi16(top, 4 - s), b4));
-            const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4),
-                                               _mm256_and_si256(_mm256_srli_epi16(top, s), b4));
-            for (int m = 0; m < M; ++m) {
-              const int8_t* xl = xq[m] + b * 32 + 4 * s;
-              const int8_t* xh = xl + 16;
-#if SPLASH_SIMD_VNNI
-              isum[m] = dpbusd_x4<M>(dpbusd_x4<M>(isum[m], lo, xl), hi, xh);
-#else
-              // 5-bit codes: 2 x 31 x 127 x 2 per step fits int16, four steps would not
-              const __m256i pair =
-                  _mm256_add_epi16(_mm256_maddubs_epi16(lo, bcast4(xl)), _mm256_maddubs_epi16(hi, bcast4(xh)));
-              isum[m] = _mm256_add_epi32(isum[m], _mm256_madd_epi16(pair, _mm256_set1_epi16(1)));
-#endif
-            }
-          }
+          Sums::template five_bit<M>(c, xq, b, isum);
         } else {
-          nibble_block_sums_from_zero<M>(c, xq, b, isum);
+          __m256i zero[M];
+          for (int m = 0; m < M; ++m) zero[m] = _mm256_setzero_si256();
+          Sums::template nibble<M>(c, xq, b, zero, isum);
         }
         const __m256 sc = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(
             _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + splash::cpu::kQ4_Kx8ScOffset + 8 * j))));
@@ -304,7 +347,7 @@ void q45_kx8_micro(const uint8_t* const* gp, int64_t nb, const splash::cpu::Quan
 // 16-value scale; code - 32 folds in as 32 x the activation codes' sum of those 16 values
 // (QuantizedActs::qsum16), the scales multiply in int32 (|sum| < 2^17, |scale| <= 128: exact), and
 // the block ends in one FMA with the activation scale; d multiplies once per super-block.
-template <int M, int S>
+template <int M, int S, class Sums = NarrowSums>
 void q6_kx8_micro(const uint8_t* const* gp, int64_t nb, const splash::cpu::QuantizedActs& qx, int64_t i0,
                   __m256* out, int64_t pf) {
   using splash::cpu::kQ6_Kx8BlockBytes;
@@ -321,8 +364,6 @@ void q6_kx8_micro(const uint8_t* const* gp, int64_t nb, const splash::cpu::Quant
     xs16[m] = qx.qsum16_row(i0 + m);
   }
   for (int k = 0; k < S * M; ++k) acc[k] = _mm256_setzero_ps();
-  const __m256i m4 = _mm256_set1_epi8(0x0F);
-  const __m256i m30 = _mm256_set1_epi8(0x30);
   for (int64_t b0 = 0; b0 < nb; b0 += 8) {
     for (int k = 0; k < S; ++k) {
       const uint8_t* p = gp[k] + b0 / 8 * kQ6_Kx8SuperBytes;
@@ -333,33 +374,7 @@ void q6_kx8_micro(const uint8_t* const* gp, int64_t nb, const splash::cpu::Quant
         const uint8_t* c = p + splash::cpu::kQ6_Kx8BlockOffset + kQ6_Kx8BlockBytes * j;
         if (pf) prefetch_l1(p + pf + kQ6_Kx8SuperBytes * j / 8, kQ6_Kx8SuperBytes / 8);
         __m256i sa[M], sb[M];
-        for (int m = 0; m < M; ++m) sa[m] = sb[m] = _mm256_setzero_si256();
-        for (int h = 0; h < 2; ++h) {
-          const __m256i top = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c + 128 + 32 * h));
-          for (int e = 0; e < 2; ++e) {
-            const int s = 2 * h + e;
-            const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c + 32 * s));
-            // Top bits to bits 4-5: step 2h keeps them in bits 4-7 of the byte, step 2h + 1 in bits 0-3.
-            const __m256i tl = e == 0 ? top : _mm256_slli_epi16(top, 4);
-            const __m256i th = e == 0 ? _mm256_srli_epi16(top, 2) : _mm256_slli_epi16(top, 2);
-            const __m256i lo = _mm256_or_si256(_mm256_and_si256(v, m4), _mm256_and_si256(tl, m30));
-            const __m256i hi =
-                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4), _mm256_and_si256(th, m30));
-            for (int m = 0; m < M; ++m) {
-              const int8_t* xl = xq[m] + b * 32 + 4 * s;
-              const int8_t* xh = xl + 16;
-#if SPLASH_SIMD_VNNI
-              sa[m] = dpbusd_x4<M>(sa[m], lo, xl);
-              sb[m] = dpbusd_x4<M>(sb[m], hi, xh);
-#else
-              // 63 x 127 x 2 per int16 pair: one step fits, two would not; widen every step.
-              const __m256i one = _mm256_set1_epi16(1);
-              sa[m] = _mm256_add_epi32(sa[m], _mm256_madd_epi16(_mm256_maddubs_epi16(lo, bcast4(xl)), one));
-              sb[m] = _mm256_add_epi32(sb[m], _mm256_madd_epi16(_mm256_maddubs_epi16(hi, bcast4(xh)), one));
-#endif
-            }
-          }
-        }
+        Sums::template six_bit<M>(c, xq, b, sa, sb);
         const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + splash::cpu::kQ6_Kx8ScOffset + 16 * j));
         const __m256i sc_a = _mm256_cvtepi8_epi32(sc);
         const __m256i sc_b = _mm256_cvtepi8_epi32(_mm_srli_si128(sc, 8));
@@ -482,27 +497,33 @@ struct MicroQ8_0x8With {
   }
 };
 using MicroQ8_0x8 = MicroQ8_0x8With<NarrowSums>;
-struct MicroQ4_Kx8 {
+template <class Sums>
+struct MicroQ4_Kx8With {
   template <int M, int S>
   static void run(const splash::PackedWeights&, const uint8_t* const* gp, int64_t nb,
                   const splash::cpu::QuantizedActs& qx, int64_t i0, __m256* out, int64_t pf) {
-    q45_kx8_micro<M, false, S>(gp, nb, qx, i0, out, pf);
+    q45_kx8_micro<M, false, S, Sums>(gp, nb, qx, i0, out, pf);
   }
 };
-struct MicroQ5_Kx8 {
+using MicroQ4_Kx8 = MicroQ4_Kx8With<NarrowSums>;
+template <class Sums>
+struct MicroQ5_Kx8With {
   template <int M, int S>
   static void run(const splash::PackedWeights&, const uint8_t* const* gp, int64_t nb,
                   const splash::cpu::QuantizedActs& qx, int64_t i0, __m256* out, int64_t pf) {
-    q45_kx8_micro<M, true, S>(gp, nb, qx, i0, out, pf);
+    q45_kx8_micro<M, true, S, Sums>(gp, nb, qx, i0, out, pf);
   }
 };
-struct MicroQ6_Kx8 {
+using MicroQ5_Kx8 = MicroQ5_Kx8With<NarrowSums>;
+template <class Sums>
+struct MicroQ6_Kx8With {
   template <int M, int S>
   static void run(const splash::PackedWeights&, const uint8_t* const* gp, int64_t nb,
                   const splash::cpu::QuantizedActs& qx, int64_t i0, __m256* out, int64_t pf) {
-    q6_kx8_micro<M, S>(gp, nb, qx, i0, out, pf);
+    q6_kx8_micro<M, S, Sums>(gp, nb, qx, i0, out, pf);
   }
 };
+using MicroQ6_Kx8 = MicroQ6_Kx8With<NarrowSums>;
 template <bool kEight, class Sums = NarrowSums>
 struct MicroMlxX8 {
   template <int M, int S>

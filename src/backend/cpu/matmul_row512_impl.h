@@ -1,5 +1,5 @@
-// Internal to backend/cpu: block sums in 512-bit registers for one-row decode of the Q4_0, Q8_0 and
-// MLX 4/8-bit x8 layouts (WideSums, a policy of their micro-kernels in matmul_gemm_impl.h), included
+// Internal to backend/cpu: block sums in 512-bit registers for one-row decode of the Q4_0, Q8_0,
+// MLX 4/8-bit and Q4_K / Q5_K / Q6_K x8 layouts (WideSums, a policy of their micro-kernels in matmul_gemm_impl.h), included
 // only by matmul_avx512.cpp, after matmul_gemm_impl.h and before matmul_gemm512_impl.h (x16_tile
 // takes them for one activation row and one stream per task), inside its anonymous namespace.
 //
@@ -58,6 +58,54 @@ inline __m256i signed_sums512(const uint8_t* c, __m512i x) {
   return fold_halves(_mm512_add_epi32(s0, s1));
 }
 
+// The same for Q5_Kx8 codes (the 4 nibble steps at c, the fifth bits at c + 128): those of
+// five_bit_block_sums<1>. Step s takes bit s of the fifth-bit bytes to bit 4 of its low nibbles
+// (a left shift by 4 - s) and bit 4 + s to bit 4 of its high ones (a right shift by s); each half
+// of a zmm shifts for its own step.
+inline __m256i five_bit_sums512(const uint8_t* c, __m512i x) {
+  const __m512i m4 = _mm512_set1_epi8(0x0F), b4 = _mm512_set1_epi8(0x10);
+  const __m512i top =
+      _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(c + 128)));
+  __m512i sum = _mm512_setzero_si512();
+  for (int h = 0; h < 2; ++h) {
+    const __m512i v = load512(c + 64 * h);
+    const __m512i left = _mm512_inserti64x4(_mm512_set1_epi16(static_cast<int16_t>(4 - 2 * h)),
+                                            _mm256_set1_epi16(static_cast<int16_t>(3 - 2 * h)), 1);
+    const __m512i right = _mm512_inserti64x4(_mm512_set1_epi16(static_cast<int16_t>(2 * h)),
+                                             _mm256_set1_epi16(static_cast<int16_t>(2 * h + 1)), 1);
+    const __m512i lo = _mm512_or_si512(_mm512_and_si512(v, m4), _mm512_and_si512(_mm512_sllv_epi16(top, left), b4));
+    const __m512i hi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(v, 4), m4),
+                                       _mm512_and_si512(_mm512_srlv_epi16(top, right), b4));
+    sum = _mm512_dpbusd_epi32(sum, lo, _mm512_permutexvar_epi32(dword_pair_index(2 * h, 2 * h + 1), x));
+    sum = _mm512_dpbusd_epi32(sum, hi, _mm512_permutexvar_epi32(dword_pair_index(4 + 2 * h, 5 + 2 * h), x));
+  }
+  return fold_halves(sum);
+}
+
+// The same for Q6_Kx8 codes (the 4 low-nibble steps at c, the 2 steps of top bits at c + 128): sa
+// and sb of six_bit_block_sums<1>. Steps 2h and 2h + 1 share top-bit step h, which each half of a
+// zmm shifts its own way.
+inline void six_bit_sums512(const uint8_t* c, __m512i x, __m256i* sa, __m256i* sb) {
+  const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
+  // Low half (step 2h): the top bits stay in bits 4-7 of a byte; high half (2h + 1): bits 0-3 go up.
+  const __m512i up = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(4), 1);
+  __m512i a = _mm512_setzero_si512(), bb = _mm512_setzero_si512();
+  for (int h = 0; h < 2; ++h) {
+    const __m512i v = load512(c + 64 * h);
+    const __m512i tl = _mm512_sllv_epi16(
+        _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(c + 128 + 32 * h))), up);
+    // Bits 4-5 of (tl >> 2) are those of top >> 2 (low half) and top << 2 (high half): the 16-bit
+    // shifts differ only in bits 14-15, which the mask drops.
+    const __m512i lo = _mm512_or_si512(_mm512_and_si512(v, m4), _mm512_and_si512(tl, m30));
+    const __m512i hi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(v, 4), m4),
+                                       _mm512_and_si512(_mm512_srli_epi16(tl, 2), m30));
+    a = _mm512_dpbusd_epi32(a, lo, _mm512_permutexvar_epi32(dword_pair_index(2 * h, 2 * h + 1), x));
+    bb = _mm512_dpbusd_epi32(bb, hi, _mm512_permutexvar_epi32(dword_pair_index(4 + 2 * h, 5 + 2 * h), x));
+  }
+  *sa = fold_halves(a);
+  *sb = fold_halves(bb);
+}
+
 // Activation block b of a row (32 bytes) in the low half of a zmm.
 inline __m512i acts512(const int8_t* xq, int64_t b) {
   return _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + b * 32)));
@@ -76,5 +124,15 @@ struct WideSums {
                            __m256i* out) {
     if constexpr (M == 1) out[0] = _mm256_add_epi32(signed_sums512(c, acts512(xq[0], b)), _mm256_set1_epi32(-128 * xs[0][b]));
     else NarrowSums::signed_codes<M>(c, xq, b, xs, out);
+  }
+  template <int M>
+  static void five_bit(const uint8_t* c, const int8_t* const* xq, int64_t b, __m256i* out) {
+    if constexpr (M == 1) out[0] = five_bit_sums512(c, acts512(xq[0], b));
+    else NarrowSums::five_bit<M>(c, xq, b, out);
+  }
+  template <int M>
+  static void six_bit(const uint8_t* c, const int8_t* const* xq, int64_t b, __m256i* sa, __m256i* sb) {
+    if constexpr (M == 1) six_bit_sums512(c, acts512(xq[0], b), sa, sb);
+    else NarrowSums::six_bit<M>(c, xq, b, sa, sb);
   }
 };
