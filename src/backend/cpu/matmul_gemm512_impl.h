@@ -110,10 +110,11 @@ void q8_0x16_micro(const uint8_t* p0, const uint8_t* p1, int64_t nb, const splas
 
 
 // MLX 4-bit / 8-bit x8, two groups x M activation rows: the 256-bit mlx_x8_micro on 16 rows at a
-// time (8-bit: q8_0x16_micro's signed-code loop).
-template <int ST, bool kEight, int M>
-void mlx_x16_micro(const uint8_t* p0, const uint8_t* p1, int64_t nb, int subs, const splash::cpu::QuantizedActs& qx,
-                   int64_t i0, __m512* out) {
+// time (8-bit: q8_0x16_micro's signed-code loop). kSubs: as mlx_x8_micro's (groups of 64 unrolled).
+template <int ST, bool kEight, int M, int kSubs = 0>
+void mlx_x16_micro(const uint8_t* p0, const uint8_t* p1, int64_t nb, int run_subs,
+                   const splash::cpu::QuantizedActs& qx, int64_t i0, __m512* out) {
+  const int subs = kSubs > 0 ? kSubs : run_subs;
   constexpr int kSb = mlx_scale_bytes(ST);
   constexpr int64_t kCodes = kEight ? 256 : 128;
   const int8_t* xq[M];
@@ -131,9 +132,9 @@ void mlx_x16_micro(const uint8_t* p0, const uint8_t* p1, int64_t nb, int subs, c
   const __m512i m4 = _mm512_set1_epi8(0x0F);
   const int64_t gb = kEight ? splash::cpu::mlx8x8_group_bytes(32 * subs, kSb)
                            : splash::cpu::mlx4x8_group_bytes(32 * subs, kSb);
-  for (int64_t b0 = 0; b0 < nb; b0 += subs) {
-    const uint8_t* a0 = p0 + b0 / subs * gb;
-    const uint8_t* a1 = p1 + b0 / subs * gb;
+  const uint8_t* a0 = p0;  // group b0 / subs of both row groups
+  const uint8_t* a1 = p1;
+  for (int64_t b0 = 0; b0 < nb; b0 += subs, a0 += gb, a1 += gb) {
     for (int64_t off = 0; off < gb; off += 64) {
       _mm_prefetch(reinterpret_cast<const char*>(a0 + kX8PrefetchBytes + off), _MM_HINT_T0);
       _mm_prefetch(reinterpret_cast<const char*>(a1 + kX8PrefetchBytes + off), _MM_HINT_T0);
@@ -371,11 +372,15 @@ struct MicroMlxX16 {
   static void run(const splash::PackedWeights& w, const uint8_t* p0, const uint8_t* p1, int64_t nb,
                   const splash::cpu::QuantizedActs& qx, int64_t i0, __m512* out) {
     const int subs = w.group_size() / 32;
-    switch (mlx_scale_kind(w.scale_dtype())) {
-      case 1: mlx_x16_micro<1, kEight, M>(p0, p1, nb, subs, qx, i0, out); break;
-      case 2: mlx_x16_micro<2, kEight, M>(p0, p1, nb, subs, qx, i0, out); break;
-      default: mlx_x16_micro<0, kEight, M>(p0, p1, nb, subs, qx, i0, out); break;
-    }
+    auto go = [&]<int kSubs>() {
+      switch (mlx_scale_kind(w.scale_dtype())) {
+        case 1: mlx_x16_micro<1, kEight, M, kSubs>(p0, p1, nb, subs, qx, i0, out); break;
+        case 2: mlx_x16_micro<2, kEight, M, kSubs>(p0, p1, nb, subs, qx, i0, out); break;
+        default: mlx_x16_micro<0, kEight, M, kSubs>(p0, p1, nb, subs, qx, i0, out); break;
+      }
+    };
+    if (subs == 2) go.template operator()<2>();  // groups of 64, MLX's default: unrolled
+    else go.template operator()<0>();
   }
 };
 
