@@ -1,7 +1,8 @@
 // Internal to backend/cpu: block sums in 512-bit registers for one-row decode of the Q4_0, Q8_0,
-// MLX 4/8-bit and Q4_K / Q5_K / Q6_K x8 layouts (WideSums, a policy of their micro-kernels in matmul_gemm_impl.h), included
-// only by matmul_avx512.cpp, after matmul_gemm_impl.h and before matmul_gemm512_impl.h (x16_tile
-// takes them for one activation row and one stream per task), inside its anonymous namespace.
+// MLX 4/8-bit and Q4_K / Q5_K / Q6_K x8 layouts (WideSums, a policy of their micro-kernels in
+// matmul_gemm_impl.h), included only by matmul_avx512.cpp, after matmul_gemm_impl.h and before
+// matmul_gemm512_impl.h (x16_tile takes them for one activation row and one stream per task),
+// inside its anonymous namespace.
 //
 // The 256-bit decode kernel spends a broadcast of 4 activation bytes and a vpdpbusd on every 32-byte
 // step of a group's block. Here one zmm holds two consecutive steps of the same group (64 contiguous
