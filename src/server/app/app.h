@@ -27,6 +27,7 @@
 #include "server/app/serve_options.h"
 #include "server/app/status.h"
 #include "server/http/message.h"
+#include "server/http/server.h"
 #include "template/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
@@ -46,6 +47,7 @@ struct AppDeps {
   Engine* engine = nullptr;                     // nullptr only in tests of the engine-free routes
   const MemoryPlan* plan = nullptr;             // required
   const BlockStore* disk = nullptr;             // the SSD cache; nullptr when off
+  const http::Server* transport = nullptr;      // for /status http.connections; nullptr in tests
 };
 
 // A streamed response that wants an SSE keep-alive when it has been quiet for a while (spec 2.6:

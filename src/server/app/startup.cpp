@@ -1,6 +1,7 @@
 #include "server/app/startup.h"
 
 #include <pthread.h>
+#include <sys/resource.h>
 #include <sys/statvfs.h>
 #include <signal.h>
 #include <unistd.h>
@@ -227,6 +228,18 @@ Result<LoadedDrafter> load_drafter(const ServeOptions& options, const std::strin
   return d;
 }
 
+// Raises the soft RLIMIT_NOFILE to `want` (or the hard limit if lower); returns the limit in force.
+rlim_t raise_descriptor_limit(rlim_t want) {
+  rlimit lim{};
+  if (getrlimit(RLIMIT_NOFILE, &lim) != 0) return 1024;
+  if (lim.rlim_cur < want) {
+    rlimit raised = lim;
+    raised.rlim_cur = lim.rlim_max == RLIM_INFINITY ? want : std::min(want, lim.rlim_max);
+    if (setrlimit(RLIMIT_NOFILE, &raised) == 0) lim = raised;
+  }
+  return lim.rlim_cur;
+}
+
 }  // namespace
 
 std::string default_model_id(const std::string& model_path) {
@@ -246,6 +259,9 @@ int serve(const ServeOptions& options) {
   sopts.port = options.port;
   sopts.max_request_bytes = options.max_request_bytes;
   sopts.max_connections = options.queue_size + 64;
+  // Spec 2.8: the descriptor limit goes to 10240 where the hard limit allows; waiting connections
+  // may take half of it, the rest is for served ones, lingering refusals and the model's files.
+  sopts.max_waiting = static_cast<int>(std::min<rlim_t>(4096, raise_descriptor_limit(10240) / 2));
   // The App that answers the checks exists only after the load; nothing is accepted before start().
   std::function<std::optional<http::SimpleResponse>(const http::Request&)> check;
   sopts.pre_body_check = [&check](const http::Request& head) { return check(head); };
@@ -379,6 +395,7 @@ int serve(const ServeOptions& options) {
   deps.engine = engine->get();
   deps.plan = &plan;
   deps.disk = disk->store.get();
+  deps.transport = server.get();
   App app(acfg, deps);
   check = [&app](const http::Request& head) { return app.pre_body_check(head); };
   server->set_handler([&app](const http::Request& req, std::shared_ptr<http::ResponseWriter> w) {

@@ -12,6 +12,7 @@
 #include "cache/block_store.h"
 #include "engine/memory_plan.h"
 #include "engine/scheduler.h"
+#include "server/http/server.h"
 
 namespace splash::app {
 
@@ -22,6 +23,7 @@ struct HttpCounters {
   int64_t request_body_bytes = 0;  // bytes of bodies handed to routes
   int64_t max_request_bytes = 0;   // --max-request-size
   int64_t responses_2xx = 0, responses_4xx = 0, responses_5xx = 0;
+  http::ConnectionStats connections;  // the transport's (zero in tests without one)
 };
 
 struct StatusSnapshot {

@@ -30,10 +30,6 @@ int ms_until(Clock::time_point deadline) {
   return ms > INT_MAX ? INT_MAX : static_cast<int>(ms);
 }
 
-int64_t now_ms() {
-  return std::chrono::duration_cast<milliseconds>(Clock::now().time_since_epoch()).count();
-}
-
 enum class ReadStatus : uint8_t { kData, kEof, kTimeout, kError };
 
 // Waits until `deadline` for bytes and appends at most `max_bytes` of them to `buf`.
@@ -99,10 +95,6 @@ void refuse(int fd, const SimpleResponse& response, bool head_only, const Server
 }
 
 SimpleResponse to_response(const HttpError& e) { return error_response(e.status, e.code, e.message); }
-
-bool has_request_bytes(std::string_view in) {
-  return std::any_of(in.begin(), in.end(), [](char c) { return c != '\r' && c != '\n'; });
-}
 
 // Reads until `in` holds `length` bytes (plus whatever pipelined bytes came with them).
 // Deadlines: no byte for body_idle_timeout, or the whole body over body_idle_timeout + length at
@@ -205,42 +197,24 @@ bool pump(int fd, Exchange& ex, const ServerOptions& options, const std::atomic<
 
 }  // namespace
 
-void serve_connection(Server::Connection& conn, const ServerOptions& options, const Handler& handler,
-                      const std::atomic<bool>& stopping) {
+ServeOutcome serve_connection(Server::Connection& conn, const ServerOptions& options, const Handler& handler,
+                              const std::atomic<bool>& stopping) {
   const int fd = conn.fd;
   const ParseLimits limits{options.max_head_bytes, options.max_headers};
-  std::string in;  // received, not yet consumed (a pipelined next request may wait here)
+  std::string& in = conn.in;  // received, not yet consumed (a pipelined next request may wait here)
   while (!stopping.load()) {
-    // --- head
-    auto head_deadline = Clock::now() + options.header_timeout;
-    if (!has_request_bytes(in)) {
-      conn.idle_since_ms.store(now_ms());
-      conn.idle.store(true);
-    }
+    // --- head (the loop gathered it; a pipelined one may already be here too)
     HeadScan scan = scan_head(in, limits);
-    while (scan.state == HeadScanState::kIncomplete) {
-      ReadStatus st = read_some(fd, &in, kReadChunk, head_deadline);
-      if (st == ReadStatus::kTimeout && has_request_bytes(in)) {
-        refuse(fd, error_response(408, "request_timeout",
-                                  str_cat("request head not received within ",
-                                          std::chrono::duration_cast<milliseconds>(options.header_timeout).count(),
-                                          " ms")),
-               false, options);
-      }
-      if (st != ReadStatus::kData) return;
-      if (has_request_bytes(in)) conn.idle.store(false);
-      scan = scan_head(in, limits, scan.scanned);
-    }
-    conn.idle.store(false);
+    if (scan.state == HeadScanState::kIncomplete) return ServeOutcome::kKeep;
     if (scan.state == HeadScanState::kError) {
       refuse(fd, to_response(scan.error), false, options);
-      return;
+      return ServeOutcome::kClose;
     }
     HeadParse parsed = parse_head(std::string_view(in).substr(scan.skip, scan.length - scan.skip), limits);
     in.erase(0, scan.length);
     if (!parsed.ok()) {
       refuse(fd, to_response(parsed.error), false, options);
-      return;
+      return ServeOutcome::kClose;
     }
     ParsedHead& head = *parsed.head;
     Request& req = head.request;
@@ -267,24 +241,26 @@ void serve_connection(Server::Connection& conn, const ServerOptions& options, co
       bool body_pending = head.content_length > 0;
       if (body_pending || !head.keep_alive) {
         refuse(fd, *refusal, head_only, options);
-        return;
+        return ServeOutcome::kClose;
       }
       if (!send_all(fd, serialize_response(*refusal, false, head_only), Clock::now() + options.write_stall_timeout)) {
-        return;
+        return ServeOutcome::kClose;
       }
       continue;
     }
 
     // --- body
     if (head.expect_continue && in.size() < head.content_length) {
-      if (!send_all(fd, "HTTP/1.1 100 Continue\r\n\r\n", Clock::now() + options.write_stall_timeout)) return;
+      if (!send_all(fd, "HTTP/1.1 100 Continue\r\n\r\n", Clock::now() + options.write_stall_timeout)) {
+        return ServeOutcome::kClose;
+      }
     }
     ReadStatus st = read_body(fd, &in, head.content_length, options);
     if (st == ReadStatus::kTimeout) {
       refuse(fd, error_response(408, "request_timeout", "request body not received in time"), head_only, options);
-      return;
+      return ServeOutcome::kClose;
     }
-    if (st != ReadStatus::kData) return;
+    if (st != ReadStatus::kData) return ServeOutcome::kClose;
     const size_t body_len = static_cast<size_t>(head.content_length);
     req.body.assign(in, 0, body_len);
     in.erase(0, body_len);
@@ -297,12 +273,13 @@ void serve_connection(Server::Connection& conn, const ServerOptions& options, co
     config.max_buffered = options.max_buffered_bytes;
     auto exchange = std::make_shared<Exchange>(config);
     dispatch(handler, req, exchange);
-    if (!pump(fd, *exchange, options, stopping)) return;
+    if (!pump(fd, *exchange, options, stopping)) return ServeOutcome::kClose;
     if (exchange->close_after()) {
       linger_close(fd);
-      return;
+      return ServeOutcome::kClose;
     }
   }
+  return ServeOutcome::kClose;
 }
 
 }  // namespace splash::http

@@ -1,5 +1,7 @@
-// One accepted connection (internal to the transport): its thread reads request heads and bodies,
-// applies the limits, calls the handler and drains its response (server.h, exchange.h).
+// One accepted connection (internal to the transport). While it waits for a request head the event
+// loop owns it (server.cpp, head_wait.h); once a head is complete a thread of its own serves it
+// (serve_connection: body, handler, response, and any complete pipelined heads after it), then
+// hands it back to the loop for the next head or has the loop close it.
 #pragma once
 
 #include <atomic>
@@ -7,26 +9,33 @@
 #include <string>
 #include <thread>
 
+#include "server/http/head_wait.h"
 #include "server/http/server.h"
 
 namespace splash::http {
 
-// Shared between the connection's thread and the acceptor. `fd` is closed, and `yielded` set, only
-// under the Server's connection mutex, so the acceptor and stop() never touch a reused descriptor.
+// The descriptor is closed only by the loop (or by stop() after the loop has ended), never by the
+// serving thread, so stop() can shut down a descriptor that a thread still uses without a race.
 struct Server::Connection {
   int fd = -1;
   std::string remote_addr, local_addr;
   uint16_t local_port = 0;
-  std::atomic<bool> idle{true};           // waiting for a head, not one byte of it received yet
-  std::atomic<int64_t> idle_since_ms{0};  // steady clock, when idle last became true
-  std::atomic<bool> done{false};          // the thread has finished; join it
-  bool yielded = false;                   // shut down to make room for a new connection
-  std::thread thread;
+  std::string in;  // received, not consumed yet: a head in progress, or pipelined requests
+  HeadWait wait;   // the loop's record while waiting for a head
+
+  std::thread thread;             // while served
+  std::atomic<bool> done{false};  // the thread has finished; join it
+  bool keep = false;              // set before `done`: wait for another head instead of closing
 };
 
-// Serves requests on `conn.fd` until the client leaves, an error closes the connection, or
-// `stopping` is set. Does not close the descriptor.
-void serve_connection(Server::Connection& conn, const ServerOptions& options, const Handler& handler,
-                      const std::atomic<bool>& stopping);
+enum class ServeOutcome : uint8_t {
+  kClose,  // the connection ends (the answer was sent, or the client left)
+  kKeep,   // keep-alive: `conn.in` holds no complete head; the loop waits for one
+};
+
+// Serves requests on `conn.fd` while `conn.in` holds a complete head (or a malformed one, which is
+// refused); the first call's buffer must hold one. Does not close the descriptor.
+ServeOutcome serve_connection(Server::Connection& conn, const ServerOptions& options, const Handler& handler,
+                              const std::atomic<bool>& stopping);
 
 }  // namespace splash::http

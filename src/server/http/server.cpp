@@ -4,11 +4,12 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <poll.h>
+#include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -25,6 +26,11 @@ using Clock = std::chrono::steady_clock;
 constexpr int kListenBacklog = 1024;
 constexpr size_t kMaxLingering = 1024;  // spec 2.8
 constexpr std::chrono::milliseconds kRefuseLinger{2000};
+constexpr int kMaxEvents = 256;
+constexpr int kMaxAcceptsPerWake = 256;  // then the loop serves its other descriptors too
+constexpr size_t kReadChunk = 16 << 10;
+// Deadlines of waiting and lingering connections are checked this often (one pass over them).
+constexpr std::chrono::milliseconds kSweepInterval{50};
 
 std::string address_string(const sockaddr_storage& ss) {
   char buf[INET6_ADDRSTRLEN] = {};
@@ -42,8 +48,22 @@ uint16_t address_port(const sockaddr_storage& ss) {
   return 0;
 }
 
-int64_t now_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now().time_since_epoch()).count();
+int ms_until(Clock::time_point t) {
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(t - Clock::now()).count();
+  return ms <= 0 ? 0 : static_cast<int>(std::min<int64_t>(ms, 1000)) + 1;
+}
+
+void watch(int epoll_fd, int fd, uint32_t events) {
+  epoll_event ev{};
+  ev.events = events;
+  ev.data.fd = fd;
+  epoll_ctl(epoll_fd, EPOLL_CTL_ADD, fd, &ev);
+}
+
+void wake(int event_fd) {
+  uint64_t one = 1;
+  ssize_t n = ::write(event_fd, &one, sizeof(one));
+  (void)n;
 }
 
 // The fixed answer for a connection over the cap; built once per refusal (no per-request state).
@@ -111,8 +131,12 @@ Status Server::start() {
   SPLASH_CHECK_MSG(!started_ && !stopped_, "Server::start() called twice or after stop()");
   wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (wake_fd_ < 0) return make_error("cannot start the HTTP server: eventfd: ", std::strerror(errno));
+  epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
+  if (epoll_fd_ < 0) return make_error("cannot start the HTTP server: epoll: ", std::strerror(errno));
+  watch(epoll_fd_, listen_fd_, EPOLLIN);
+  watch(epoll_fd_, wake_fd_, EPOLLIN);
   started_ = true;
-  acceptor_ = std::thread([this] { accept_loop(); });
+  loop_ = std::thread([this] { event_loop(); });
   return {};
 }
 
@@ -121,75 +145,102 @@ void Server::stop() {
   stopped_ = true;
   stopping_.store(true);
   if (started_) {
-    uint64_t one = 1;
-    ssize_t n = ::write(wake_fd_, &one, sizeof(one));
-    (void)n;
-    acceptor_.join();
+    wake(wake_fd_);
+    loop_.join();
   }
   if (listen_fd_ >= 0) close(listen_fd_);  // new connections are refused by the kernel from now on
   listen_fd_ = -1;
-  // Shutting a socket down wakes its thread's poll/recv: in-flight exchanges see a disconnect.
-  {
-    std::lock_guard<std::mutex> lock(conns_mu_);
-    for (auto& c : conns_) {
-      if (c->fd >= 0) shutdown(c->fd, SHUT_RDWR);
-    }
-  }
-  for (auto& c : conns_) {
+  // The loop has ended: this thread alone owns the sets now. Shutting a served socket down wakes
+  // its thread's poll/recv: in-flight exchanges see a disconnect.
+  for (auto& c : serving_) shutdown(c->fd, SHUT_RDWR);
+  for (auto& c : serving_) {
     if (c->thread.joinable()) c->thread.join();
+    close(c->fd);
   }
-  conns_.clear();
-  for (const auto& l : lingering_) close(l.fd);
+  serving_.clear();
+  for (auto& [fd, c] : waiting_) close(fd);
+  waiting_.clear();
+  for (const auto& [fd, deadline] : lingering_) close(fd);
   lingering_.clear();
+  if (epoll_fd_ >= 0) close(epoll_fd_);
+  epoll_fd_ = -1;
   if (wake_fd_ >= 0) close(wake_fd_);
   wake_fd_ = -1;
 }
 
-void Server::accept_loop() {
+// --- the event loop ------------------------------------------------------------------------------
+
+void Server::event_loop() {
+  epoll_event events[kMaxEvents];
+  auto next_sweep = Clock::now();
   while (!stopping_.load()) {
-    reap_finished();
-    std::vector<pollfd> fds;
-    fds.push_back({listen_fd_, POLLIN, 0});
-    fds.push_back({wake_fd_, POLLIN, 0});
-    for (const auto& l : lingering_) fds.push_back({l.fd, POLLIN, 0});
-    int timeout = lingering_.empty() ? 1000 : 100;
-    int r = poll(fds.data(), static_cast<nfds_t>(fds.size()), timeout);
-    if (r < 0 && errno != EINTR) {
-      log_error("http: poll on the listening socket failed: ", std::strerror(errno));
+    bool timed = !waiting_.empty() || !lingering_.empty();
+    int timeout = timed ? ms_until(next_sweep) : 1000;
+    int n = epoll_wait(epoll_fd_, events, kMaxEvents, timeout);
+    if (n < 0 && errno != EINTR) {
+      log_error("http: epoll_wait failed: ", std::strerror(errno));
       return;
     }
     if (stopping_.load()) return;
-    if (r > 0 && (fds[0].revents & POLLIN)) accept_ready();
-    service_lingering();
+    for (int i = 0; i < n; ++i) {
+      int fd = events[i].data.fd;
+      if (fd == listen_fd_) {
+        accept_ready();
+      } else if (fd == wake_fd_) {
+        uint64_t count;
+        ssize_t r = ::read(wake_fd_, &count, sizeof(count));
+        (void)r;
+      } else if (lingering_.count(fd)) {
+        drain_lingering(fd);
+      } else if (waiting_.count(fd)) {
+        read_waiting(fd);
+      }
+    }
+    reap_finished();
+    auto now = Clock::now();
+    if (now >= next_sweep) {
+      sweep(now);
+      next_sweep = now + kSweepInterval;
+    }
+    stats_.waiting.store(static_cast<int64_t>(waiting_.size()));
+    stats_.serving.store(static_cast<int64_t>(serving_.size()));
+    stats_.lingering.store(static_cast<int64_t>(lingering_.size()));
   }
 }
 
+ConnectionStats Server::stats() const {
+  ConnectionStats s;
+  s.waiting = stats_.waiting.load();
+  s.serving = stats_.serving.load();
+  s.lingering = stats_.lingering.load();
+  s.accepted = stats_.accepted.load();
+  s.evicted = stats_.evicted.load();
+  s.head_timeouts = stats_.head_timeouts.load();
+  s.refused_overloaded = stats_.refused_overloaded.load();
+  s.refused_not_http = stats_.refused_not_http.load();
+  return s;
+}
+
 void Server::accept_ready() {
-  for (;;) {
+  for (int accepted = 0; accepted < kMaxAcceptsPerWake; ++accepted) {
     sockaddr_storage peer{};
     socklen_t peer_len = sizeof(peer);
-    int fd = accept4(listen_fd_, reinterpret_cast<sockaddr*>(&peer), &peer_len, SOCK_CLOEXEC);
+    int fd = accept4(listen_fd_, reinterpret_cast<sockaddr*>(&peer), &peer_len, SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (fd < 0) {
       if (errno == EINTR || errno == ECONNABORTED) continue;
       if (errno != EAGAIN && errno != EWOULDBLOCK) {
-        // EMFILE and friends: back off instead of spinning on a listen socket that stays readable.
+        // EMFILE and friends: make room, and back off instead of spinning on a readable socket.
         log_warn("http: accept failed: ", std::strerror(errno));
+        if (!waiting_.empty()) evict_one_waiting();
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
       }
       return;
     }
+    stats_.accepted.fetch_add(1);
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));  // SSE tokens go out at once
+    if (static_cast<int>(waiting_.size()) >= options_.max_waiting) evict_one_waiting();
 
-    std::lock_guard<std::mutex> lock(conns_mu_);
-    int active = 0;
-    for (const auto& c : conns_) {
-      if (!c->done.load() && !c->yielded) ++active;
-    }
-    if (active >= options_.max_connections && !yield_idle_locked()) {
-      refuse(fd);
-      continue;
-    }
     auto conn = std::make_unique<Connection>();
     conn->fd = fd;
     conn->remote_addr = address_string(peer);
@@ -199,83 +250,190 @@ void Server::accept_ready() {
       conn->local_addr = address_string(local);
       conn->local_port = address_port(local);
     }
-    conn->idle_since_ms.store(now_ms());
-    Connection* raw = conn.get();
-    conns_.push_back(std::move(conn));
-    raw->thread = std::thread([this, raw] {
-      serve_connection(*raw, options_, handler_, stopping_);
-      std::lock_guard<std::mutex> done_lock(conns_mu_);
-      close(raw->fd);
-      raw->fd = -1;
-      raw->done.store(true);
-    });
+    start_waiting(std::move(conn));
   }
 }
 
-// Spec 2.8: when full, connections that have not sent a head yet make room, the oldest first.
-bool Server::yield_idle_locked() {
-  Connection* oldest = nullptr;
-  for (auto& c : conns_) {
-    if (c->done.load() || c->yielded || c->fd < 0 || !c->idle.load()) continue;
-    if (!oldest || c->idle_since_ms.load() < oldest->idle_since_ms.load()) oldest = c.get();
-  }
-  if (!oldest) return false;
-  oldest->yielded = true;
-  shutdown(oldest->fd, SHUT_RDWR);
-  return true;
+void Server::start_waiting(std::unique_ptr<Connection> conn) {
+  int fd = conn->fd;
+  conn->wait = head_wait_start(Clock::now(), conn->in);
+  watch(epoll_fd_, fd, EPOLLIN | EPOLLRDHUP);
+  waiting_.emplace(fd, std::move(conn));
+  advance_waiting(fd);  // a handed-back connection may hold the start of its next head already
 }
 
-void Server::refuse(int fd) {
-  int flags = fcntl(fd, F_GETFL, 0);
-  fcntl(fd, F_SETFL, flags | O_NONBLOCK);
-  std::string wire = overloaded_response();
-  // A fresh socket's send buffer takes this at once; if not, the client gets what fits.
+std::unique_ptr<Server::Connection> Server::take_waiting(int fd) {
+  auto it = waiting_.find(fd);
+  std::unique_ptr<Connection> conn = std::move(it->second);
+  waiting_.erase(it);
+  epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
+  return conn;
+}
+
+void Server::read_waiting(int fd) {
+  Connection& c = *waiting_.at(fd);
+  // Never more than a head's limit in the buffer: scan_head answers 431 beyond it. Bytes land in
+  // the loop's scratch first, so a waiting connection's buffer holds what it sent and no more.
+  const size_t cap = options_.max_head_bytes + kReadChunk;
+  char scratch[kReadChunk];
+  for (;;) {
+    if (c.in.size() >= cap) break;
+    size_t want = std::min(kReadChunk, cap - c.in.size());
+    ssize_t n = recv(fd, scratch, want, MSG_DONTWAIT);
+    if (n > 0) {
+      c.in.append(scratch, static_cast<size_t>(n));
+      head_wait_received(&c.wait, static_cast<size_t>(n), Clock::now());
+      if (static_cast<size_t>(n) < want) break;
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+    // The client closed or half-closed (or failed). A complete head is still served: the serving
+    // thread sees the half-close and cancels as spec 2.8 says. Anything less is dropped unanswered.
+    if (scan_head(c.in, {options_.max_head_bytes, options_.max_headers}, c.wait.scanned).state ==
+        HeadScanState::kIncomplete) {
+      close(take_waiting(fd)->fd);
+      return;
+    }
+    break;
+  }
+  advance_waiting(fd);
+}
+
+void Server::advance_waiting(int fd) {
+  Connection& c = *waiting_.at(fd);
+  if (auto bad = check_request_line_bytes(c.in)) {
+    stats_.refused_not_http.fetch_add(1);
+    refuse(take_waiting(fd)->fd, serialize_response(error_response(bad->status, bad->code, bad->message),
+                                                    /*close=*/true, /*head_only=*/false));
+    return;
+  }
+  HeadScan scan = scan_head(c.in, {options_.max_head_bytes, options_.max_headers}, c.wait.scanned);
+  if (scan.state == HeadScanState::kIncomplete) {
+    c.wait.scanned = scan.scanned;
+    return;
+  }
+  // Complete, or malformed (the serving thread answers 400 / 431 the way it answers a parse error).
+  std::unique_ptr<Connection> conn = take_waiting(fd);
+  reap_finished();
+  if (static_cast<int>(serving_.size()) >= options_.max_connections) {
+    stats_.refused_overloaded.fetch_add(1);
+    refuse(conn->fd, overloaded_response());
+    return;
+  }
+  serve(std::move(conn));
+}
+
+void Server::serve(std::unique_ptr<Connection> conn) {
+  Connection* raw = conn.get();
+  serving_.push_back(std::move(conn));
+  raw->thread = std::thread([this, raw] {
+    raw->keep = serve_connection(*raw, options_, handler_, stopping_) == ServeOutcome::kKeep;
+    raw->done.store(true);
+    wake(wake_fd_);
+  });
+}
+
+void Server::reap_finished() {
+  for (auto it = serving_.begin(); it != serving_.end();) {
+    if (!(*it)->done.load()) {
+      ++it;
+      continue;
+    }
+    std::unique_ptr<Connection> conn = std::move(*it);
+    it = serving_.erase(it);
+    conn->thread.join();
+    conn->done.store(false);
+    if (conn->keep && !stopping_.load()) {
+      conn->in.shrink_to_fit();  // a body's worth of capacity would stay with an idle connection
+      start_waiting(std::move(conn));
+    } else {
+      close(conn->fd);
+    }
+  }
+}
+
+// Spec 2.8: when full, connections that have not sent a head yet make room, the oldest first; then
+// the slowest partial heads, which get a 503 (head_wait.h).
+void Server::evict_one_waiting() {
+  std::vector<const HeadWait*> waits;
+  std::vector<int> fds;
+  waits.reserve(waiting_.size());
+  fds.reserve(waiting_.size());
+  for (const auto& [fd, c] : waiting_) {
+    waits.push_back(&c->wait);
+    fds.push_back(fd);
+  }
+  auto victim = pick_head_to_evict(waits, Clock::now());
+  if (!victim) return;
+  std::unique_ptr<Connection> conn = take_waiting(fds[*victim]);
+  stats_.evicted.fetch_add(1);
+  if (has_request_bytes(conn->in)) {
+    refuse(conn->fd, overloaded_response());
+  } else {
+    close(conn->fd);
+  }
+}
+
+void Server::sweep(Clock::time_point now) {
+  const HeadPolicy policy{options_.header_timeout, options_.head_grace, options_.head_min_rate};
+  std::vector<int> expired;
+  for (const auto& [fd, c] : waiting_) {
+    if (now >= head_deadline(c->wait, policy)) expired.push_back(fd);
+  }
+  for (int fd : expired) {
+    std::unique_ptr<Connection> conn = take_waiting(fd);
+    stats_.head_timeouts.fetch_add(1);
+    if (!has_request_bytes(conn->in)) {
+      close(conn->fd);  // an idle keep-alive connection, or one that never spoke: no 408
+      continue;
+    }
+    auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(now - conn->wait.since).count();
+    std::string why = str_cat("request head not received in time: ", conn->in.size(), " bytes in ", waited,
+                              " ms (a head must complete within ", options_.header_timeout.count(),
+                              " ms and, from ", options_.head_grace.count(), " ms after its first byte, keep up ",
+                              options_.head_min_rate, " bytes/s)");
+    refuse(conn->fd, serialize_response(error_response(408, "request_timeout", why), /*close=*/true,
+                                        /*head_only=*/false));
+  }
+  std::vector<int> done;
+  for (const auto& [fd, deadline] : lingering_) {
+    if (now >= deadline) done.push_back(fd);
+  }
+  for (int fd : done) close_lingering(fd);
+}
+
+// --- refusals by the loop --------------------------------------------------------------------
+
+void Server::refuse(int fd, const std::string& wire) {
+  // A socket's send buffer takes a short answer at once; if not, the client gets what fits.
   ssize_t n = send(fd, wire.data(), wire.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
   (void)n;
   shutdown(fd, SHUT_WR);
   if (lingering_.size() >= kMaxLingering) {
-    close(lingering_.front().fd);
-    lingering_.erase(lingering_.begin());
+    auto oldest = std::min_element(lingering_.begin(), lingering_.end(),
+                                   [](const auto& a, const auto& b) { return a.second < b.second; });
+    close_lingering(oldest->first);
   }
-  lingering_.push_back({fd, Clock::now() + kRefuseLinger});
+  watch(epoll_fd_, fd, EPOLLIN | EPOLLRDHUP);
+  lingering_.emplace(fd, Clock::now() + kRefuseLinger);
 }
 
-void Server::service_lingering() {
-  auto now = Clock::now();
-  std::vector<Lingering> keep;
-  keep.reserve(lingering_.size());
+void Server::drain_lingering(int fd) {
   char sink[4096];
-  for (const auto& l : lingering_) {
-    bool finished = now >= l.deadline;
-    for (int i = 0; i < 64 && !finished; ++i) {  // bounded: a client that keeps sending gets no more
-      ssize_t n = recv(l.fd, sink, sizeof(sink), MSG_DONTWAIT);
-      if (n > 0 || (n < 0 && errno == EINTR)) continue;
-      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
-      finished = true;  // EOF or error
-    }
-    if (finished) {
-      close(l.fd);
-    } else {
-      keep.push_back(l);
-    }
+  for (int i = 0; i < 64; ++i) {  // bounded: a client that keeps sending gets no more
+    ssize_t n = recv(fd, sink, sizeof(sink), MSG_DONTWAIT);
+    if (n > 0 || (n < 0 && errno == EINTR)) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+    break;  // EOF or error
   }
-  lingering_ = std::move(keep);
+  close_lingering(fd);
 }
 
-void Server::reap_finished() {
-  std::vector<std::unique_ptr<Connection>> finished;
-  {
-    std::lock_guard<std::mutex> lock(conns_mu_);
-    for (auto it = conns_.begin(); it != conns_.end();) {
-      if ((*it)->done.load()) {
-        finished.push_back(std::move(*it));
-        it = conns_.erase(it);
-      } else {
-        ++it;
-      }
-    }
-  }
-  for (auto& c : finished) c->thread.join();
+void Server::close_lingering(int fd) {
+  epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
+  close(fd);
+  lingering_.erase(fd);
 }
 
 }  // namespace splash::http

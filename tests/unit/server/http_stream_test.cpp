@@ -1,5 +1,6 @@
 // Streaming through the transport: chunked and close-delimited bodies written from another thread
 // (as the engine's callback does), disconnect detection, slow readers, the connection cap, stop().
+// Slow and idle clients waiting for a head: http_slow_clients_test.cpp.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -236,13 +237,16 @@ TEST(HttpStream, ConnectionCapAnswers503) {
   ServerOptions o;
   o.max_connections = 2;
   StreamServer s(o);
-  // Two busy connections (mid-head, so they do not yield).
+  // Two requests in progress (their streams stay open) fill the cap.
   RawClient a(s.port()), b(s.port());
-  ASSERT_TRUE(a.send_bytes("GET / HT"));
-  ASSERT_TRUE(b.send_bytes("GET / HT"));
-  std::this_thread::sleep_for(ms(300));  // both threads have read their bytes: not idle any more
+  ASSERT_TRUE(a.send_bytes("GET /a HTTP/1.1\r\nHost: x\r\n\r\n"));
+  ASSERT_TRUE(s.wait_writer(0));
+  ASSERT_TRUE(b.send_bytes("GET /b HTTP/1.1\r\nHost: x\r\n\r\n"));
+  ASSERT_TRUE(s.wait_writer(1));
+  // A third connection is accepted (it costs no thread while it waits), but its request is refused.
   RawClient c(s.port());
   ASSERT_TRUE(c.connected());
+  ASSERT_TRUE(c.send_bytes("GET /c HTTP/1.1\r\nHost: x\r\n\r\n"));
   auto r = c.read_response(ms(3000));
   ASSERT_TRUE(r.has_value());
   EXPECT_EQ(r->status, 503);
@@ -250,20 +254,27 @@ TEST(HttpStream, ConnectionCapAnswers503) {
   EXPECT_NE(r->body.find("\"frontend_overloaded\""), std::string::npos);
   EXPECT_NE(r->body.find("\"server_error\""), std::string::npos);
   EXPECT_TRUE(c.wait_closed(ms(3000)));
-  // The two admitted connections still work.
-  ASSERT_TRUE(a.send_bytes("TP/1.1\r\nHost: x\r\n\r\n"));
-  auto w = s.wait_writer(0);
-  ASSERT_TRUE(w);
-  w->write("ok");
-  w->end();
+  EXPECT_EQ(s.server->stats().refused_overloaded, 1);
+  // The two admitted requests still work; once one ends, a new request gets its slot.
+  auto wa = s.wait_writer(0);
+  wa->write("ok");
+  wa->end();
   auto ra = a.read_response();
   ASSERT_TRUE(ra.has_value());
   EXPECT_EQ(ra->body, "ok");
+  RawClient d(s.port());
+  ASSERT_TRUE(d.send_bytes("GET /d HTTP/1.1\r\nHost: x\r\n\r\n"));
+  auto wd = s.wait_writer(2);
+  ASSERT_TRUE(wd);
+  wd->end();
+  auto rd = d.read_response();
+  ASSERT_TRUE(rd.has_value());
+  EXPECT_EQ(rd->status, 200);
 }
 
 TEST(HttpStream, IdleConnectionsYieldToNewOnes) {
   ServerOptions o;
-  o.max_connections = 2;
+  o.max_waiting = 2;
   StreamServer s(o);
   RawClient idle1(s.port());
   std::this_thread::sleep_for(ms(30));
