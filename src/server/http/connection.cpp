@@ -99,16 +99,24 @@ SimpleResponse to_response(const HttpError& e) { return error_response(e.status,
 // Reads until `in` holds `length` bytes (plus whatever pipelined bytes came with them).
 // Deadlines: no byte for body_idle_timeout, or the whole body over body_idle_timeout + length at
 // 512 KiB/s (spec 2.7).
-ReadStatus read_body(int fd, std::string* in, uint64_t length, const ServerOptions& options) {
+ReadStatus read_body(Server::Connection& conn, uint64_t length, const ServerOptions& options) {
+  std::string* in = &conn.in;
   auto allowance = milliseconds(static_cast<int64_t>(length / (512 << 10)) * 1000);
   auto total_deadline = Clock::now() + options.body_idle_timeout + allowance;
+  conn.body_received.store(std::min<uint64_t>(in->size(), length));  // what came with the head counts
+  conn.body_since_ms.store(
+      std::chrono::duration_cast<milliseconds>(Clock::now().time_since_epoch()).count());
+  conn.receiving_body.store(true);
+  ReadStatus st = ReadStatus::kData;
   while (in->size() < length) {
     auto deadline = std::min(total_deadline, Clock::now() + options.body_idle_timeout);
     size_t want = static_cast<size_t>(std::min<uint64_t>(length - in->size(), kReadChunk));
-    ReadStatus st = read_some(fd, in, want, deadline);
-    if (st != ReadStatus::kData) return st;
+    st = read_some(conn.fd, in, want, deadline);
+    if (st != ReadStatus::kData) break;
+    conn.body_received.store(in->size());
   }
-  return ReadStatus::kData;
+  conn.receiving_body.store(false);
+  return st;
 }
 
 void dispatch(const Handler& handler, const Request& request, const std::shared_ptr<Exchange>& exchange) {
@@ -255,7 +263,14 @@ ServeOutcome serve_connection(Server::Connection& conn, const ServerOptions& opt
         return ServeOutcome::kClose;
       }
     }
-    ReadStatus st = read_body(fd, &in, head.content_length, options);
+    ReadStatus st = read_body(conn, head.content_length, options);
+    if (conn.evicted.load()) {
+      refuse(fd,
+             error_response(503, "frontend_overloaded",
+                            "every request slot is taken and this upload was the slowest; retry shortly"),
+             head_only, options);
+      return ServeOutcome::kClose;
+    }
     if (st == ReadStatus::kTimeout) {
       refuse(fd, error_response(408, "request_timeout", "request body not received in time"), head_only, options);
       return ServeOutcome::kClose;

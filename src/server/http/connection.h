@@ -26,6 +26,14 @@ struct Server::Connection {
   std::thread thread;             // while served
   std::atomic<bool> done{false};  // the thread has finished; join it
   bool keep = false;              // set before `done`: wait for another head instead of closing
+
+  // While a body arrives, the serving thread publishes its progress; when every serving slot is
+  // taken, the loop may evict the slowest upload (`evicted`, then its reading side is shut): its
+  // thread answers 503 and ends.
+  std::atomic<bool> receiving_body{false};
+  std::atomic<int64_t> body_since_ms{0};  // steady clock
+  std::atomic<uint64_t> body_received{0};
+  std::atomic<bool> evicted{false};
 };
 
 enum class ServeOutcome : uint8_t {

@@ -31,6 +31,9 @@ constexpr int kMaxAcceptsPerWake = 256;  // then the loop serves its other descr
 constexpr size_t kReadChunk = 16 << 10;
 // Deadlines of waiting and lingering connections are checked this often (one pass over them).
 constexpr std::chrono::milliseconds kSweepInterval{50};
+// An upload may be evicted for a new request once it has run this long below this rate.
+constexpr std::chrono::milliseconds kUploadGrace{1000};
+constexpr double kUploadEvictRate = 512 << 10;  // bytes per second
 
 std::string address_string(const sockaddr_storage& ss) {
   char buf[INET6_ADDRSTRLEN] = {};
@@ -316,7 +319,7 @@ void Server::advance_waiting(int fd) {
   // Complete, or malformed (the serving thread answers 400 / 431 the way it answers a parse error).
   std::unique_ptr<Connection> conn = take_waiting(fd);
   reap_finished();
-  if (static_cast<int>(serving_.size()) >= options_.max_connections) {
+  if (serving_count() >= options_.max_connections && !evict_slowest_upload()) {
     stats_.refused_overloaded.fetch_add(1);
     refuse(conn->fd, overloaded_response());
     return;
@@ -351,6 +354,38 @@ void Server::reap_finished() {
       close(conn->fd);
     }
   }
+}
+
+int Server::serving_count() const {
+  int n = 0;
+  for (const auto& c : serving_) n += c->evicted.load() ? 0 : 1;
+  return n;
+}
+
+// Every serving slot is taken: an upload that has run for a while below the rate the body deadline
+// allows for (512 KiB/s, spec 2.7) makes room, the slowest first. Its thread answers 503 and ends;
+// the slot counts as free at once.
+bool Server::evict_slowest_upload() {
+  const int64_t now_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now().time_since_epoch()).count();
+  Connection* slowest = nullptr;
+  double slowest_rate = 0;
+  for (const auto& c : serving_) {
+    if (c->evicted.load() || !c->receiving_body.load()) continue;
+    int64_t ms = now_ms - c->body_since_ms.load();
+    if (ms < kUploadGrace.count()) continue;
+    double rate = static_cast<double>(c->body_received.load()) * 1000.0 / static_cast<double>(ms);
+    if (rate >= kUploadEvictRate) continue;
+    if (!slowest || rate < slowest_rate) {
+      slowest = c.get();
+      slowest_rate = rate;
+    }
+  }
+  if (!slowest) return false;
+  slowest->evicted.store(true);
+  shutdown(slowest->fd, SHUT_RD);  // its read sees the end at once; the write side stays for the 503
+  stats_.evicted.fetch_add(1);
+  return true;
 }
 
 // Spec 2.8: when full, connections that have not sent a head yet make room, the oldest first; then

@@ -30,7 +30,8 @@ struct ServerOptions {
   uint16_t port = 8000;              // 0: any free port (see Server::bound_port)
   size_t max_request_bytes = 128 << 20;  // 413 beyond, decided from Content-Length before reading the body
   // Requests being served at once (head complete: body, handler, response); a complete head
-  // beyond this gets 503 frontend_overloaded. queue_size + 64 in `splash serve`.
+  // beyond this gets 503 frontend_overloaded unless an upload slower than 512 KiB/s for over a
+  // second makes room (it gets the 503 instead). queue_size + 64 in `splash serve`.
   int max_connections = 96;
   // Connections waiting for a head, held by the event loop. When full, the one that sent nothing
   // for longest, else the slowest head, makes room for a new connection (a partial head gets 503).
@@ -64,7 +65,7 @@ struct ConnectionStats {
   int64_t serving = 0;    // connections with a request in progress, a thread each (gauge)
   int64_t lingering = 0;  // refused connections drained before closing (gauge)
   int64_t accepted = 0;
-  int64_t evicted = 0;             // waiting connections closed to make room for new ones
+  int64_t evicted = 0;             // waiting connections or slow uploads ended to make room for new ones
   int64_t head_timeouts = 0;       // heads not complete in time (408, or a silent close when idle)
   int64_t refused_overloaded = 0;  // complete heads beyond max_connections (503)
   int64_t refused_not_http = 0;    // first bytes no request line may hold (400 at once)
@@ -104,6 +105,8 @@ class Server {
   void start_waiting(std::unique_ptr<Connection> conn);
   std::unique_ptr<Connection> take_waiting(int fd);
   void evict_one_waiting();
+  int serving_count() const;
+  bool evict_slowest_upload();
   void refuse(int fd, const std::string& wire);
   void drain_lingering(int fd);
   void close_lingering(int fd);

@@ -230,6 +230,36 @@ TEST(HttpSlowClients, FullLoopEvictsTheSlowestPartialHeadWith503) {
   EXPECT_EQ(rf->body, "ok /faster");
 }
 
+TEST(HttpSlowClients, SlowUploadMakesRoomWhenEverySlotIsTaken) {
+  ServerOptions o;
+  o.max_connections = 2;
+  OkServer s(o);
+  // Two complete heads whose bodies trickle take both serving slots.
+  RawClient up1(s.port()), up2(s.port());
+  ASSERT_TRUE(up1.send_bytes("POST /up1 HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\nabcdef"));
+  ASSERT_TRUE(up2.send_bytes("POST /up2 HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\nabc"));
+  ASSERT_TRUE(eventually([&] { return s.server->stats().serving == 2; }, ms(3000)));
+  // Within the first second an upload is not judged: the newcomer is refused.
+  RawClient early(s.port());
+  ASSERT_TRUE(early.send_bytes("GET /early HTTP/1.1\r\nHost: x\r\n\r\n"));
+  auto re = early.read_response(ms(3000));
+  ASSERT_TRUE(re.has_value());
+  EXPECT_EQ(re->status, 503);
+  // Past it, both run far below 512 KiB/s: the slower one (3 bytes, served second) makes room.
+  std::this_thread::sleep_for(ms(1100));
+  EXPECT_TRUE(get_ok(s.port(), "/late", ms(3000)));
+  auto r2 = up2.read_response(ms(3000));
+  ASSERT_TRUE(r2.has_value());
+  EXPECT_EQ(r2->status, 503);
+  EXPECT_EQ(code_of(*r2), "frontend_overloaded");
+  EXPECT_EQ(s.server->stats().evicted, 1);
+  // The other upload still completes.
+  ASSERT_TRUE(up1.send_bytes(std::string(100000 - 6, 'x')));
+  auto r1 = up1.read_response(ms(5000));
+  ASSERT_TRUE(r1.has_value());
+  EXPECT_EQ(r1->body, "ok /up1");
+}
+
 TEST(HttpSlowClients, TlsOrBinaryFirstBytesAre400AtOnce) {
   OkServer s;  // 30 s head timeout: only the first bytes can explain a quick answer
   for (std::string first : {std::string("\x16\x03\x01\x00\xa5\x01\x00\x00", 8), std::string("GET /\xff HTTP/1.1")}) {
