@@ -71,10 +71,9 @@ ApiResult<std::vector<HistoryToolCall>> parse_history_tool_calls(const FieldRead
     } else if (args->is_object()) {
       out.arguments = *args;
     } else if (args->is_string()) {
-      // OpenAI sends arguments as a JSON string; Qwen templates want the object. A string that is
-      // not a JSON object goes through unchanged and the template prints it as it is.
+      out.arguments = *args;
       auto parsed = parse_json(args->get_ref<const std::string&>(), fr.name("arguments"));
-      out.arguments = (parsed.ok() && parsed->is_object()) ? std::move(parsed).value() : *args;
+      if (parsed.ok() && parsed->is_object()) out.arguments_object = std::move(parsed).value();
     } else {
       return invalid_request(str_cat(fr.name("arguments"), " must be a string or an object"));
     }

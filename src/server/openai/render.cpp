@@ -5,7 +5,8 @@ namespace {
 
 using ojson = nlohmann::ordered_json;
 
-ojson message_context(const ChatMessage& m) {
+// `objects`: arguments given as a string holding an object go in as that object.
+ojson message_context(const ChatMessage& m, bool objects) {
   ojson out = ojson::object();
   out["role"] = m.role;
   // Templates test and concatenate content as a string (Qwen3: `'</think>' in message.content`);
@@ -19,7 +20,7 @@ ojson message_context(const ChatMessage& m) {
       if (!c.id.empty()) call["id"] = c.id;
       call["type"] = "function";
       call["function"]["name"] = c.name;
-      call["function"]["arguments"] = c.arguments;
+      call["function"]["arguments"] = objects && c.arguments_object ? *c.arguments_object : c.arguments;
       calls.push_back(std::move(call));
     }
     out["tool_calls"] = std::move(calls);
@@ -35,13 +36,37 @@ std::optional<std::string> effort_fallback(const std::string& effort) {
   return std::nullopt;
 }
 
+bool has_string_object_arguments(const ChatRequest& request) {
+  for (const ChatMessage& m : request.messages) {
+    for (const HistoryToolCall& c : m.tool_calls) {
+      if (c.arguments_object) return true;
+    }
+  }
+  return false;
+}
+
+// One attempt at the arguments' form, with the effort fallback.
+Result<std::string> render_with_effort(const ChatTemplate& tmpl, const ChatRequest& request,
+                                       const TemplateExtras& extras, bool objects) {
+  std::optional<std::string> effort = request.reasoning_effort ? request.reasoning_effort : extras.default_reasoning_effort;
+  auto first = tmpl.render(chat_template_context(request, extras, effort, objects), extras.render_options);
+  if (first.ok() || !effort) return first;
+  // An effort set through chat_template_kwargs is the client's explicit choice: no fallback.
+  if (request.chat_template_kwargs.contains("reasoning_effort")) return first;
+  std::optional<std::string> fallback = effort_fallback(*effort);
+  if (!fallback) return first;
+  auto second = tmpl.render(chat_template_context(request, extras, fallback, objects), extras.render_options);
+  if (second.ok()) return second;
+  return first;
+}
+
 }  // namespace
 
 nlohmann::ordered_json chat_template_context(const ChatRequest& request, const TemplateExtras& extras,
-                                             const std::optional<std::string>& effort) {
+                                             const std::optional<std::string>& effort, bool objects) {
   ojson ctx = ojson::object();
   ojson messages = ojson::array();
-  for (const ChatMessage& m : request.messages) messages.push_back(message_context(m));
+  for (const ChatMessage& m : request.messages) messages.push_back(message_context(m, objects));
   ctx["messages"] = std::move(messages);
   if (!request.tools.empty()) {
     ojson tools = ojson::array();
@@ -59,16 +84,10 @@ nlohmann::ordered_json chat_template_context(const ChatRequest& request, const T
 }
 
 Result<std::string> render_chat(const ChatTemplate& tmpl, const ChatRequest& request, const TemplateExtras& extras) {
-  std::optional<std::string> effort = request.reasoning_effort ? request.reasoning_effort : extras.default_reasoning_effort;
-  auto first = tmpl.render(chat_template_context(request, extras, effort), extras.render_options);
-  if (first.ok() || !effort) return first;
-  // An effort set through chat_template_kwargs is the client's explicit choice: no fallback.
-  if (request.chat_template_kwargs.contains("reasoning_effort")) return first;
-  std::optional<std::string> fallback = effort_fallback(*effort);
-  if (!fallback) return first;
-  auto second = tmpl.render(chat_template_context(request, extras, fallback), extras.render_options);
-  if (second.ok()) return second;
-  return first;
+  auto as_given = render_with_effort(tmpl, request, extras, /*objects=*/false);
+  if (as_given.ok() || !has_string_object_arguments(request)) return as_given;
+  auto objects = render_with_effort(tmpl, request, extras, /*objects=*/true);
+  return objects.ok() ? objects : as_given;
 }
 
 bool prompt_opens_reasoning(std::string_view prompt) {

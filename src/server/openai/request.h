@@ -67,9 +67,13 @@ struct ToolChoice {
 struct HistoryToolCall {
   std::string id;
   std::string name;
-  // The arguments as an object when they were an object or a string holding one (Qwen templates
-  // print them with `tojson`); otherwise the client's string unchanged.
+  // The arguments exactly as the client sent them: a string (OpenAI's wire form) stays that string,
+  // so a template that prints strings verbatim (Qwen3's) renders the bytes the client saw, as
+  // Hugging Face's apply_chat_template does; an object stays an object; absent is {}.
   nlohmann::ordered_json arguments;
+  // A string holding a JSON object, parsed: only for templates that cannot take a string (they
+  // iterate the arguments with |items, as Qwen3.5's XML tool calls do); see render_chat.
+  std::optional<nlohmann::ordered_json> arguments_object;
 };
 
 struct ChatMessage {

@@ -87,6 +87,62 @@ std::optional<ojson> parse_as(std::string_view text, const std::string& type) {
   return std::move(parsed).value();
 }
 
+// Past the end of the JSON string starting at s[i] == '"' (the text is known to be valid JSON).
+std::size_t json_string_end(std::string_view s, std::size_t i) {
+  for (++i; i < s.size(); ++i) {
+    if (s[i] == '\\') {
+      ++i;
+    } else if (s[i] == '"') {
+      return i + 1;
+    }
+  }
+  return s.size();
+}
+
+// Past the end of the JSON value starting at s[i].
+std::size_t json_value_end(std::string_view s, std::size_t i) {
+  if (i >= s.size()) return s.size();
+  if (s[i] == '"') return json_string_end(s, i);
+  if (s[i] == '{' || s[i] == '[') {
+    int depth = 0;
+    while (i < s.size()) {
+      char c = s[i];
+      if (c == '"') {
+        i = json_string_end(s, i);
+        continue;
+      }
+      if (c == '{' || c == '[') ++depth;
+      if ((c == '}' || c == ']') && --depth == 0) return i + 1;
+      ++i;
+    }
+    return s.size();
+  }
+  while (i < s.size() && s[i] != ',' && s[i] != '}' && s[i] != ']' && !is_space_byte(s[i])) ++i;
+  return i;
+}
+
+// The text of top-level member `key` of the JSON object `obj` (valid JSON, the key written without
+// escapes), as the model wrote it; nullopt when not found that way.
+std::optional<std::string_view> json_member_text(std::string_view obj, std::string_view key) {
+  std::size_t p = skip_space(obj, 0);
+  if (p >= obj.size() || obj[p] != '{') return std::nullopt;
+  ++p;
+  for (;;) {
+    p = skip_space(obj, p);
+    if (p >= obj.size() || obj[p] != '"') return std::nullopt;
+    std::size_t key_end = json_string_end(obj, p);
+    std::string_view name = obj.substr(p + 1, key_end - p - 2);
+    p = skip_space(obj, key_end);
+    if (p >= obj.size() || obj[p] != ':') return std::nullopt;
+    p = skip_space(obj, p + 1);
+    std::size_t value_end = json_value_end(obj, p);
+    if (name == key) return obj.substr(p, value_end - p);
+    p = skip_space(obj, value_end);
+    if (p >= obj.size() || obj[p] != ',') return std::nullopt;
+    ++p;
+  }
+}
+
 }  // namespace
 
 // --- ids ------------------------------------------------------------------------------------------
@@ -269,6 +325,10 @@ bool ToolCallParser::scan_json(std::vector<OutputPart>& out, bool at_end) {
       arguments = "{}";
     } else if (args->is_string()) {
       arguments = args->get<std::string>();
+    } else if (auto text = json_member_text(body, "arguments")) {
+      // The model's own bytes: the client sends them back, and the template prints a string
+      // verbatim, so the next turn's prompt repeats this output exactly (prefix-cache hit).
+      arguments = std::string(*text);
     } else {
       arguments = dump_json(*args);
     }

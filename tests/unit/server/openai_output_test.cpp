@@ -199,11 +199,14 @@ TEST_P(ToolCalls, SameResultForEveryCut) {
 INSTANTIATE_TEST_SUITE_P(
     Table, ToolCalls,
     ::testing::Values(
-        // Qwen3 JSON form
+        // Qwen3 JSON form: the arguments are the model's own bytes (the client sends them back and
+        // the template prints them verbatim, so the next prompt repeats this output exactly)
         CallCase{"<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"days\": 2}}\n</tool_call>", "",
-                 {{"get_weather", R"({"city":"Paris","days":2})"}}, true},
+                 {{"get_weather", R"({"city": "Paris", "days": 2})"}}, true},
         CallCase{"Let me check.\n\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Rome\"}}\n</tool_call>\n<tool_call>\n{\"name\": \"search\", \"arguments\": \"{\\\"q\\\": 1}\"}\n</tool_call>\n",
-                 "Let me check.", {{"get_weather", R"({"city":"Rome"})"}, {"search", R"({"q": 1})"}}, true},
+                 "Let me check.", {{"get_weather", R"({"city": "Rome"})"}, {"search", R"({"q": 1})"}}, true},
+        CallCase{"<tool_call>\n{\"arguments\": {\"a\": [1, {\"b\": \"}]\\\"\"}],\n \"c\":null}, \"name\": \"f\"}\n</tool_call>", "",
+                 {{"f", "{\"a\": [1, {\"b\": \"}]\\\"\"}],\n \"c\":null}"}}, true},
         CallCase{"<tool_call>\n{\"name\": \"f\"}\n</tool_call>", "", {{"f", "{}"}}, true},
         // JSON form cut by the token limit: the name and the raw arguments so far
         CallCase{"<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Par", "", {{"get_weather", R"({"city": "Par)"}}, false},

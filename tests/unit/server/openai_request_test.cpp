@@ -301,8 +301,11 @@ TEST(OpenAiRequest, MessagesAreNormalized) {
   EXPECT_EQ(m[2].reasoning_content.value_or(""), "why");
   ASSERT_EQ(m[2].tool_calls.size(), 4u);
   EXPECT_EQ(m[2].tool_calls[0].id, "c1");
-  EXPECT_EQ(m[2].tool_calls[0].arguments.dump(), R"({"b":1,"a":[2]})");  // parsed, key order kept
-  EXPECT_EQ(m[2].tool_calls[1].arguments, "not json");                   // kept as the string
+  EXPECT_EQ(m[2].tool_calls[0].arguments, R"({"b":1,"a":[2]})");  // the string as sent
+  ASSERT_TRUE(m[2].tool_calls[0].arguments_object.has_value());     // and parsed, key order kept
+  EXPECT_EQ(m[2].tool_calls[0].arguments_object->dump(), R"({"b":1,"a":[2]})");
+  EXPECT_EQ(m[2].tool_calls[1].arguments, "not json");  // kept as the string, nothing parsed
+  EXPECT_FALSE(m[2].tool_calls[1].arguments_object.has_value());
   EXPECT_EQ(m[2].tool_calls[2].arguments.dump(), R"({"z":1})");
   EXPECT_EQ(m[2].tool_calls[3].arguments.dump(), "{}");
   EXPECT_EQ(m[3].tool_call_id.value_or(""), "c1");

