@@ -42,13 +42,13 @@ std::optional<HttpError> check_request_line_bytes(std::string_view in) {
     if (c == '\r' || c == '\n') return std::nullopt;  // the line ended: the parser judges the rest
     if (c >= 0x20 && c < 0x7f) continue;
     char hex[8];
-    std::snprintf(hex, sizeof(hex), "0x%02X", c);
-    std::string why = c >= 0x80   ? "is not ASCII: percent-encode non-ASCII bytes in the target"
-                      : c == '\t' ? "is a tab: the request line separates its parts with single spaces"
-                                  : "is a control character";
+    std::snprintf(hex, sizeof(hex), "%02X", c);
+    std::string why = c >= 0x80   ? str_cat("is not ASCII; percent-encode it in the target as %", hex)
+                      : c == '\t' ? std::string("is a tab; the request line separates its parts with single spaces")
+                                  : std::string("is a control character");
     // A TLS handshake record starts with 0x16: the commonest way to send binary bytes to this port.
-    if (i == start && c == 0x16) why = "starts a TLS handshake: this server speaks plain HTTP (use http://)";
-    return HttpError{400, "invalid_request_error", str_cat("request line byte ", i - start, " (", hex, ") ", why)};
+    if (i == start && c == 0x16) why = "starts a TLS handshake; this server speaks plain HTTP (use http://)";
+    return HttpError{400, "invalid_request_error", str_cat("request line byte ", i - start, " (0x", hex, ") ", why)};
   }
   return std::nullopt;
 }
