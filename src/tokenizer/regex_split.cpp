@@ -39,36 +39,55 @@ Result<SplitRegex> SplitRegex::compile(const std::string& pattern) {
   return r;
 }
 
-void SplitRegex::find_all(std::string_view text, std::vector<std::pair<size_t, size_t>>& matches) const {
+SplitRegex::Matcher::Matcher(const SplitRegex& regex, std::string_view text)
+    : code_(regex.code_.get()), md_(nullptr), stack_(nullptr), mctx_(nullptr), text_(text) {
   SPLASH_CHECK(code_ != nullptr);
-  auto* code = static_cast<pcre2_code*>(code_.get());
-  pcre2_match_data* md = pcre2_match_data_create_from_pattern(code, nullptr);
-  SPLASH_CHECK(md != nullptr);
+  auto* code = static_cast<pcre2_code*>(code_);
+  md_ = pcre2_match_data_create_from_pattern(code, nullptr);
+  SPLASH_CHECK(md_ != nullptr);
   // The default 32 KiB JIT stack is too small for long runs of one character class in some patterns.
-  pcre2_jit_stack* stack = jit_ ? pcre2_jit_stack_create(32 * 1024, 8 * 1024 * 1024, nullptr) : nullptr;
-  pcre2_match_context* mctx = nullptr;
-  if (stack != nullptr) {
-    mctx = pcre2_match_context_create(nullptr);
-    pcre2_jit_stack_assign(mctx, nullptr, stack);
+  if (regex.jit_) stack_ = pcre2_jit_stack_create(32 * 1024, 8 * 1024 * 1024, nullptr);
+  if (stack_ != nullptr) {
+    mctx_ = pcre2_match_context_create(nullptr);
+    pcre2_jit_stack_assign(static_cast<pcre2_match_context*>(mctx_), nullptr, static_cast<pcre2_jit_stack*>(stack_));
   }
-  const auto* subject = reinterpret_cast<PCRE2_SPTR>(text.data());
-  size_t pos = 0;
-  while (pos < text.size()) {
-    int rc = pcre2_match(code, subject, text.size(), pos, 0, md, mctx);
-    if (rc < 0) break;  // no match (or a resource limit): the rest stays one gap
-    const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md);
-    size_t b = ov[0], e = ov[1];
-    if (e > b) {
-      matches.emplace_back(b, e);
-      pos = e;
-    } else {
-      if (b >= text.size()) break;
-      pos = b + char_len(text, b);
+}
+
+SplitRegex::Matcher::~Matcher() {
+  if (mctx_ != nullptr) pcre2_match_context_free(static_cast<pcre2_match_context*>(mctx_));
+  if (stack_ != nullptr) pcre2_jit_stack_free(static_cast<pcre2_jit_stack*>(stack_));
+  pcre2_match_data_free(static_cast<pcre2_match_data*>(md_));
+}
+
+bool SplitRegex::Matcher::next(size_t& begin, size_t& end) {
+  auto* code = static_cast<pcre2_code*>(code_);
+  auto* md = static_cast<pcre2_match_data*>(md_);
+  const auto* subject = reinterpret_cast<PCRE2_SPTR>(text_.data());
+  while (pos_ < text_.size()) {
+    int rc = pcre2_match(code, subject, text_.size(), pos_, 0, md, static_cast<pcre2_match_context*>(mctx_));
+    if (rc < 0) {  // no match (or a resource limit): the rest stays one gap
+      pos_ = text_.size();
+      return false;
     }
+    const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md);
+    const size_t b = ov[0], e = ov[1];
+    if (e > b) {
+      pos_ = e;
+      begin = b;
+      end = e;
+      return true;
+    }
+    if (b >= text_.size()) break;
+    pos_ = b + char_len(text_, b);
   }
-  if (mctx != nullptr) pcre2_match_context_free(mctx);
-  if (stack != nullptr) pcre2_jit_stack_free(stack);
-  pcre2_match_data_free(md);
+  pos_ = text_.size();
+  return false;
+}
+
+void SplitRegex::find_all(std::string_view text, std::vector<std::pair<size_t, size_t>>& matches) const {
+  Matcher m(*this, text);
+  size_t b = 0, e = 0;
+  while (m.next(b, e)) matches.emplace_back(b, e);
 }
 
 }  // namespace splash

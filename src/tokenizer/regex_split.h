@@ -22,6 +22,26 @@ class SplitRegex {
   // Appends the [begin, end) byte ranges of all non-overlapping, non-empty matches in `text`.
   void find_all(std::string_view text, std::vector<std::pair<size_t, size_t>>& matches) const;
 
+  // The matches of find_all one at a time, so a long text is split without holding all of its
+  // ranges: next() gives the same ranges in the same order. Owns its PCRE2 match data; one thread.
+  class Matcher {
+   public:
+    Matcher(const SplitRegex& regex, std::string_view text);
+    Matcher(const Matcher&) = delete;
+    Matcher& operator=(const Matcher&) = delete;
+    ~Matcher();
+    // The next [begin, end) match, or false once there is none.
+    bool next(size_t& begin, size_t& end);
+
+   private:
+    void* code_;        // pcre2_code_8*, owned by the SplitRegex
+    void* md_;          // pcre2_match_data_8*
+    void* stack_;       // pcre2_jit_stack_8*, or nullptr
+    void* mctx_;        // pcre2_match_context_8*, or nullptr
+    std::string_view text_;
+    size_t pos_ = 0;
+  };
+
   bool valid() const { return code_ != nullptr; }
 
  private:

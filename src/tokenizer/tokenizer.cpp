@@ -1,13 +1,10 @@
-// Tokenizer: building from a TokenizerSpec, the encode pipeline (added tokens -> normalize ->
-// pre-tokenize -> BPE / SPM) and decoding.
+// Tokenizer: building from a TokenizerSpec, and decoding (the encode pipeline is in encode.cpp).
 #include "tokenizer/tokenizer.h"
 
 #include <algorithm>
 #include <cstdlib>
-#include <deque>
+#include <cstdint>
 #include <unordered_map>
-
-#include <utf8proc.h>
 
 #include "tokenizer/tokenizer_impl.h"
 
@@ -182,211 +179,56 @@ Result<Tokenizer> Tokenizer::build(TokenizerSpec spec) {
   t->add_bos = spec.add_bos && t->bos_id >= 0;
   t->add_eos = spec.add_eos && t->eos_id >= 0;
   t->chat_template = std::move(spec.chat_template);
+
+  // Bounds for the streamed encode (see TokenizerImpl).
+  for (size_t i = 0; i < n; ++i)
+    t->max_token_bytes = std::max({t->max_token_bytes, t->tokens[i].size(), t->pieces[i].size()});
+  t->max_token_bytes = std::max<size_t>(t->max_token_bytes, 4);  // <unk> may stand for one whole character
+  t->every_byte_encodes =
+      t->unk_id >= 0 || std::all_of(t->byte_ids.begin(), t->byte_ids.end(), [](int32_t id) { return id >= 0; });
+  if (t->kind == TokenizerKind::kSentencePiece) {
+    t->spm_cut_before_space = true;
+    for (const auto& [text, id] : t->index) {
+      for (size_t p = text.find(kSpmSpace, 1); p != std::string::npos; p = text.find(kSpmSpace, p + 1)) {
+        if (p < kSpmSpace.size() || text.compare(p - kSpmSpace.size(), kSpmSpace.size(), kSpmSpace) != 0) {
+          t->spm_cut_before_space = false;
+          break;
+        }
+      }
+      if (!t->spm_cut_before_space) break;
+    }
+  }
   return Tokenizer(std::move(t));
 }
 
-// --- encode
+// --- encode (the pipeline is in encode.cpp)
 
 namespace {
-
-struct Fragment {
-  std::string_view text;  // raw text when id < 0
-  int32_t id = -1;
-};
-
-bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
-bool is_word_byte(char c) {
-  auto u = static_cast<unsigned char>(c);
-  return u >= 0x80 || u == '_' || (u >= '0' && u <= '9') || (u >= 'a' && u <= 'z') || (u >= 'A' && u <= 'Z');
-}
-
-// Splits `text` at added tokens: leftmost match first, longest at a position (the list is sorted so).
-std::vector<Fragment> split_added(const TokenizerImpl& t, std::string_view text, bool parse_special) {
-  std::vector<Fragment> out;
-  size_t start = 0;  // beginning of the pending raw text
-  size_t i = 0;
-  while (i < text.size()) {
-    const auto& cands = t.added_by_first_byte[static_cast<uint8_t>(text[i])];
-    const AddedToken* hit = nullptr;
-    for (uint16_t k : cands) {
-      const AddedToken& a = t.added[k];
-      if (a.special && !parse_special) continue;
-      if (text.compare(i, a.content.size(), a.content) != 0) continue;
-      if (a.single_word) {
-        size_t e = i + a.content.size();
-        if ((i > 0 && is_word_byte(text[i - 1])) || (e < text.size() && is_word_byte(text[e]))) continue;
-      }
-      hit = &a;
-      break;
-    }
-    if (hit == nullptr) {
-      ++i;
-      continue;
-    }
-    size_t b = i, e = i + hit->content.size();
-    if (hit->lstrip)
-      while (b > start && is_space(text[b - 1])) --b;
-    if (hit->rstrip)
-      while (e < text.size() && is_space(text[e])) ++e;
-    if (b > start) out.push_back({text.substr(start, b - start), -1});
-    out.push_back({{}, hit->id});
-    start = i = e;
-  }
-  if (start < text.size()) out.push_back({text.substr(start), -1});
-  return out;
-}
-
-bool is_ascii(std::string_view s) {
-  for (char c : s)
-    if (static_cast<unsigned char>(c) >= 0x80) return false;
-  return true;
-}
-
-std::string normalize(const TokenizerImpl& t, std::string_view text) {
-  std::string s(text);
-  // ASCII is invariant under all four normal forms; most of a code prompt is ASCII.
-  if (t.normalizers.empty() || is_ascii(s)) return s;
-  for (Normalizer nf : t.normalizers) {
-    int opts = UTF8PROC_STABLE;
-    switch (nf) {
-      case Normalizer::kNfc: opts |= UTF8PROC_COMPOSE; break;
-      case Normalizer::kNfd: opts |= UTF8PROC_DECOMPOSE; break;
-      case Normalizer::kNfkc: opts |= UTF8PROC_COMPOSE | UTF8PROC_COMPAT; break;
-      case Normalizer::kNfkd: opts |= UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT; break;
-    }
-    utf8proc_uint8_t* dst = nullptr;
-    utf8proc_ssize_t len = utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(s.data()),
-                                        static_cast<utf8proc_ssize_t>(s.size()), &dst,
-                                        static_cast<utf8proc_option_t>(opts));
-    // Invalid UTF-8 cannot be normalized; it is tokenized as it is (through the byte tokens).
-    if (len >= 0 && dst != nullptr) s.assign(reinterpret_cast<const char*>(dst), static_cast<size_t>(len));
-    std::free(dst);
-  }
-  return s;
-}
-
-// Applies the split rules in order; each works on every piece the previous one produced.
-void pre_tokenize(const TokenizerImpl& t, std::string_view text, std::vector<std::string_view>& words) {
-  words.clear();
-  words.push_back(text);
-  std::vector<std::string_view> next;
-  std::vector<std::pair<size_t, size_t>> m;
-  for (const detail::CompiledSplit& rule : t.splits) {
-    next.clear();
-    for (std::string_view w : words) {
-      m.clear();
-      rule.regex.find_all(w, m);
-      // Alternate gap / match spans; `is_match` is flipped by invert.
-      std::vector<std::pair<std::string_view, bool>> spans;
-      size_t pos = 0;
-      for (auto [b, e] : m) {
-        if (b > pos) spans.emplace_back(w.substr(pos, b - pos), rule.invert);
-        spans.emplace_back(w.substr(b, e - b), !rule.invert);
-        pos = e;
-      }
-      if (pos < w.size()) spans.emplace_back(w.substr(pos), rule.invert);
-      switch (rule.behavior) {
-        case SplitBehavior::kIsolated:
-          for (auto& [s, is_match] : spans) next.push_back(s);
-          break;
-        case SplitBehavior::kRemoved:
-          for (auto& [s, is_match] : spans)
-            if (!is_match) next.push_back(s);
-          break;
-        case SplitBehavior::kMergedWithPrevious: {
-          bool have_prev = false;
-          for (auto& [s, is_match] : spans) {
-            if (is_match && have_prev) {
-              std::string_view& p = next.back();
-              p = std::string_view(p.data(), p.size() + s.size());  // spans are contiguous in w
-            } else {
-              next.push_back(s);
-              have_prev = true;
-            }
-          }
-          break;
-        }
-        case SplitBehavior::kMergedWithNext: {
-          bool pending = false;
-          for (auto& [s, is_match] : spans) {
-            if (pending) {
-              std::string_view& p = next.back();
-              p = std::string_view(p.data(), p.size() + s.size());
-              pending = is_match;
-            } else {
-              next.push_back(s);
-              pending = is_match;
-            }
-          }
-          break;
-        }
-      }
-    }
-    words.swap(next);
-  }
-}
-
-void encode_bpe_text(const TokenizerImpl& t, std::string_view raw, std::vector<int32_t>& out,
-                     std::unordered_map<std::string_view, std::vector<int32_t>>& cache, std::deque<std::string>& keep) {
-  std::string s = normalize(t, raw);
-  if (t.byte_level_prefix_space && (s.empty() || s[0] != ' ')) s.insert(s.begin(), ' ');
-  keep.push_back(std::move(s));  // the cache keys point into it
-  std::string_view text = keep.back();
-  std::vector<std::string_view> words;
-  pre_tokenize(t, text, words);
-  for (std::string_view w : words) {
-    if (w.empty()) continue;
-    auto it = cache.find(w);
-    if (it == cache.end()) {
-      std::vector<int32_t> ids;
-      detail::bpe_encode_word(t, w, ids);
-      it = cache.emplace(w, std::move(ids)).first;
-    }
-    out.insert(out.end(), it->second.begin(), it->second.end());
-  }
-}
-
+constexpr size_t kSpmChunkBytes = 64 << 10;  // long enough that chunking costs nothing measurable
 }  // namespace
 
 std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special, bool parse_special) const {
-  const TokenizerImpl& t = *impl_;
   std::vector<int32_t> out;
-  out.reserve(text.size() / 3 + 2);
-  if (add_special && t.add_bos) out.push_back(t.bos_id);
-  std::vector<Fragment> frags = split_added(t, text, parse_special);
-  if (t.kind == TokenizerKind::kByteLevelBpe) {
-    // Per-call cache of word -> ids: prompts repeat words a lot, and a call-local cache needs no lock.
-    std::unordered_map<std::string_view, std::vector<int32_t>> cache;
-    std::deque<std::string> keep;  // normalized fragments; a deque so the cache's views stay valid
-    for (const Fragment& f : frags) {
-      if (f.id >= 0) {
-        out.push_back(f.id);
-      } else {
-        encode_bpe_text(t, f.text, out, cache, keep);
-      }
-    }
-  } else {
-    // llama.cpp's rule: a space is prepended to text at the start of the input and after a special token.
-    // A tokenizer.json Metaspace narrows it (see TokenizerSpec::space_prefix_first_only).
-    bool prev_special = true;
-    for (size_t k = 0; k < frags.size(); ++k) {
-      const Fragment& f = frags[k];
-      if (f.id >= 0) {
-        out.push_back(f.id);
-        prev_special = true;
-        continue;
-      }
-      std::string s = normalize(t, f.text);
-      bool prefix = t.add_space_prefix && prev_special && !(t.space_prefix_first_only && k > 0);
-      if (prefix && t.space_prefix_unless_space && (s.starts_with(' ') || s.starts_with(kSpmSpace))) prefix = false;
-      if (prefix) s.insert(s.begin(), ' ');
-      detail::spm_encode(t, replace_all(s, " ", kSpmSpace), out);
-      prev_special = false;
-    }
-  }
-  if (add_special && t.add_eos) out.push_back(t.eos_id);
+  detail::encode_text(*impl_, text, add_special, parse_special, SIZE_MAX, kSpmChunkBytes, out);
   return out;
 }
+
+std::optional<std::vector<int32_t>> Tokenizer::encode_bounded(std::string_view text, bool add_special,
+                                                              bool parse_special, size_t max_tokens) const {
+  return encode_bounded(text, add_special, parse_special, max_tokens, kSpmChunkBytes);
+}
+
+std::optional<std::vector<int32_t>> Tokenizer::encode_bounded(std::string_view text, bool add_special,
+                                                              bool parse_special, size_t max_tokens,
+                                                              size_t spm_chunk_bytes) const {
+  std::vector<int32_t> out;
+  if (!detail::encode_text(*impl_, text, add_special, parse_special, max_tokens, std::max<size_t>(spm_chunk_bytes, 1),
+                           out))
+    return std::nullopt;
+  return out;
+}
+
+bool Tokenizer::encodes_in_chunks() const { return impl_->spm_cut_before_space; }
 
 // --- decode
 

@@ -50,6 +50,21 @@ class Tokenizer {
   // Invalid UTF-8 never fails: the bytes are encoded through the byte-level / byte-fallback tokens.
   std::vector<int32_t> encode(std::string_view text, bool add_special, bool parse_special) const;
 
+  // encode(), bounded: nullopt once the ids (BOS/EOS included) are known to number more than
+  // max_tokens. Whenever encode() gives at most max_tokens ids, this gives exactly those. The work
+  // and memory then follow max_tokens rather than the text: the text is normalized once (one copy),
+  // split and merged word by word (SentencePiece: in chunks cut before spaces), and a word or chunk
+  // too long to fit is refused by its length alone. Servers refuse over-long prompts with it.
+  std::optional<std::vector<int32_t>> encode_bounded(std::string_view text, bool add_special, bool parse_special,
+                                                     size_t max_tokens) const;
+  // The same with SentencePiece chunks of at least `spm_chunk_bytes` bytes instead of 64 KiB, so that
+  // tests can put chunk boundaries everywhere.
+  std::optional<std::vector<int32_t>> encode_bounded(std::string_view text, bool add_special, bool parse_special,
+                                                     size_t max_tokens, size_t spm_chunk_bytes) const;
+  // SentencePiece: whether long text is merged in chunks (no vocabulary entry holds U+2581 after
+  // another character). Otherwise each run of text between special tokens is merged whole.
+  bool encodes_in_chunks() const;
+
   // The raw bytes the ids stand for (may be invalid UTF-8 if the ids cut a character in half).
   // skip_special drops control tokens (BOS, <|im_end|>, ...) from the output.
   std::string decode(std::span<const int32_t> ids, bool skip_special = false) const;

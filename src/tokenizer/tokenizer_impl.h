@@ -64,6 +64,15 @@ struct TokenizerImpl {
   bool space_prefix_first_only = false;
   bool space_prefix_unless_space = false;
 
+  // Set by build for the bounded encode: no id stands for more than max_token_bytes bytes of the text
+  // it encodes, so a word of W bytes gives at least W / max_token_bytes ids when every byte has a
+  // token (its own, or <unk>) and none is dropped.
+  size_t max_token_bytes = 1;
+  bool every_byte_encodes = false;
+  // SentencePiece: no vocabulary entry holds U+2581 after another character, so no merge crosses the
+  // start of a run of spaces and a long text may be merged in chunks cut there (encode.cpp).
+  bool spm_cut_before_space = false;
+
   int32_t bos_id = -1, eos_id = -1, unk_id = -1, pad_id = -1;
   std::vector<int32_t> eog_ids;
   bool add_bos = false, add_eos = false;
@@ -80,6 +89,12 @@ void append_utf8(std::string& out, uint32_t cp);
 std::string byte_level_unmap(std::string_view text);
 // Raw bytes -> byte-level mapped vocabulary string.
 std::string byte_level_map(std::string_view bytes);
+
+// The whole encode pipeline (encode.cpp): false, with `out` holding more than max_tokens ids, once
+// the result is known to exceed max_tokens; SentencePiece text is merged in chunks of at least
+// spm_chunk_bytes bytes.
+bool encode_text(const TokenizerImpl& t, std::string_view text, bool add_special, bool parse_special,
+                 size_t max_tokens, size_t spm_chunk_bytes, std::vector<int32_t>& out);
 
 // Appends the BPE ids of one pre-tokenized word (raw bytes).
 void bpe_encode_word(const TokenizerImpl& t, std::string_view word, std::vector<int32_t>& out);
