@@ -76,17 +76,32 @@ Status DiskBlockStore::rescan() {
   std::vector<Found> found;
   std::vector<std::pair<uint64_t, uint64_t>> drop;  // ranges to punch
   std::vector<uint8_t> buf;
+  // Every record skipped is counted, whatever is wrong with it: a header that fails its checks but
+  // still looks like one (a flipped byte, a destroyed magic), a record cut short or failing its
+  // checksum, and data where a record should start (after a record or a hole) that is no record.
+  // That last one only where holes are punched: overwriting in place leaves stale tails of evicted
+  // records behind the head, which are not damage. Zero blocks never count (unwritten space).
   int64_t bad = 0;
+  uint64_t bad_bytes = 0;  // non-zero blocks skipped, for the log line
+  bool at_record_start = true;
   uint64_t p = 0;
   while (p + disk::kRecordAlign <= limit) {
     const int64_t d = disk::next_data(fd, p);
     if (d < 0 || static_cast<uint64_t>(d) >= limit) break;
-    p = static_cast<uint64_t>(d) / disk::kRecordAlign * disk::kRecordAlign;
+    const uint64_t q = static_cast<uint64_t>(d) / disk::kRecordAlign * disk::kRecordAlign;
+    if (q > p) at_record_start = true;  // a hole: whatever follows was written as a record start
+    p = q;
     buf.resize(disk::kRecordAlign);
     SPLASH_TRY(size_t n, disk::read_some_at(fd, buf, p, file_name_));
-    auto h = disk::parse_record_header(std::span<const uint8_t>(buf).first(n));
+    const std::span<const uint8_t> block = std::span<const uint8_t>(buf).first(n);
+    auto h = disk::parse_record_header(block);
     if (!h || p + h->record_bytes > limit) {
-      if (h) ++bad;
+      const bool zero = std::all_of(block.begin(), block.end(), [](uint8_t b) { return b == 0; });
+      if (!zero) {
+        if (h || disk::looks_like_record_header(block) || (at_record_start && punch_)) ++bad;
+        bad_bytes += n;
+        at_record_start = false;  // the blocks after it are that record's, until a header or a hole
+      }
       p += disk::kRecordAlign;
       continue;
     }
@@ -97,12 +112,15 @@ Status DiskBlockStore::rescan() {
       // A torn or damaged record (kill -9 in the middle of a write): skip its first block only,
       // records written after it may follow inside its extent.
       ++bad;
+      bad_bytes += disk::kRecordAlign;
+      at_record_start = false;
       drop.emplace_back(p, disk::kRecordAlign);
       p += disk::kRecordAlign;
       continue;
     }
     found.push_back({p, *h});
     p += h->record_bytes;
+    at_record_start = true;
   }
 
   // Newest copy of each (key, kind).
@@ -219,7 +237,9 @@ Status DiskBlockStore::rescan() {
   }
   if (size > ring_bytes_ && ::ftruncate(fd, static_cast<off_t>(ring_bytes_)) != 0)
     return make_error("cannot truncate ", file_name_, " to the quota's ring");
-  if (bad > 0) log_info("SSD cache: ", bad, " damaged or partial records in ", file_name_, " skipped");
+  if (bad > 0)
+    log_info("SSD cache: ", bad, " damaged or partial records (", (bad_bytes + 1023) / 1024, " KiB unreadable) in ",
+             file_name_, " skipped");
   return {};
 }
 

@@ -84,6 +84,13 @@ std::optional<RecordHeader> parse_record_header(std::span<const uint8_t> block) 
   return h;
 }
 
+bool looks_like_record_header(std::span<const uint8_t> block) {
+  if (block.size() < kRecordHeaderBytes) return false;
+  const uint8_t* p = block.data();
+  if (get_le<uint32_t>(p) == kRecordMagic) return true;
+  return get_le<uint16_t>(p + 4) == kRecordFormat && valid_kind(p[6]) && p[7] == 0 && get_le<uint32_t>(p + 12) == 0;
+}
+
 Result<RecordHeader> verify_record_self(std::span<const uint8_t> record) {
   auto h = parse_record_header(record.first(std::min<size_t>(record.size(), kRecordAlign)));
   if (!h) return make_error("bad record header (magic, format or header checksum)");

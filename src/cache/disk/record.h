@@ -60,6 +60,11 @@ void encode_record(const BlockInfo& info, uint64_t seq, std::span<const int32_t>
 // nullopt unless the magic, format, kind, sizes and header checksum all hold.
 std::optional<RecordHeader> parse_record_header(std::span<const uint8_t> block);
 
+// True when a block that parse_record_header() refuses was probably a record's header before it was
+// damaged: its magic holds, or its format, kind and zero fields do. Then a record was lost there
+// (a rescan counts it), rather than this being the middle of one.
+bool looks_like_record_header(std::span<const uint8_t> block);
+
 // Checks a whole record (header, record checksum) and that it is the record asked for (key, kind,
 // token ids); returns its payload. The error says which check failed.
 Result<std::vector<uint8_t>> verify_record(std::span<const uint8_t> record, const BlockKey& key, BlockKind kind,
