@@ -3,9 +3,9 @@
 // Nothing is split all at once: added tokens are found as the scan reaches them, the split rules
 // run match by match (SplitRegex::Matcher) and hand each word on as soon as it is final, and
 // SentencePiece text is merged in chunks cut where no vocabulary entry can span. So a long text
-// costs one normalized copy plus what the ids need, and a bounded encode stops as soon as the ids
-// pass max_tokens. The streamed split gives the same words as splitting everything first: the
-// regex runs over the same whole subject, from the same positions.
+// costs at most one normalized copy (none for ASCII) plus what the ids need, and a bounded encode
+// stops as soon as the ids pass max_tokens. The streamed split gives the same words as splitting
+// everything first: the regex runs over the same whole subject, from the same positions.
 #include <algorithm>
 #include <cstdlib>
 #include <deque>
@@ -88,14 +88,22 @@ bool is_ascii(std::string_view s) {
   return true;
 }
 
-// The normalized text, with room for the one prefix space the callers may insert (inserting into a
-// full string would reallocate it at twice the size: the peak of a long prompt).
-std::string normalize(const TokenizerImpl& t, std::string_view text) {
+// The text as the model sees it: `raw` itself when normalizing changes nothing (no normalizer, or
+// ASCII, which all four forms keep) and no prefix space is asked for; otherwise a normalized copy,
+// with ' ' in front when `prefix_space`, appended to `keep` (a deque, so earlier views stay valid).
+// An ASCII prompt is never copied.
+std::string_view normalized(const TokenizerImpl& t, std::string_view raw, bool prefix_space,
+                            std::deque<std::string>& keep) {
+  const bool unchanged = t.normalizers.empty() || is_ascii(raw);
+  if (unchanged && !prefix_space) return raw;
   std::string s;
-  s.reserve(text.size() + 1);
-  s.assign(text);
-  // ASCII is invariant under all four normal forms; most of a code prompt is ASCII.
-  if (t.normalizers.empty() || is_ascii(s)) return s;
+  s.reserve(raw.size() + 1);
+  if (prefix_space) s += ' ';
+  if (unchanged) {
+    s += raw;
+    return keep.emplace_back(std::move(s));
+  }
+  std::string n(raw);
   for (Normalizer nf : t.normalizers) {
     int opts = UTF8PROC_STABLE;
     switch (nf) {
@@ -105,14 +113,16 @@ std::string normalize(const TokenizerImpl& t, std::string_view text) {
       case Normalizer::kNfkd: opts |= UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT; break;
     }
     utf8proc_uint8_t* dst = nullptr;
-    utf8proc_ssize_t len = utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(s.data()),
-                                        static_cast<utf8proc_ssize_t>(s.size()), &dst,
+    utf8proc_ssize_t len = utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(n.data()),
+                                        static_cast<utf8proc_ssize_t>(n.size()), &dst,
                                         static_cast<utf8proc_option_t>(opts));
     // Invalid UTF-8 cannot be normalized; it is tokenized as it is (through the byte tokens).
-    if (len >= 0 && dst != nullptr) s.assign(reinterpret_cast<const char*>(dst), static_cast<size_t>(len));
+    if (len >= 0 && dst != nullptr) n.assign(reinterpret_cast<const char*>(dst), static_cast<size_t>(len));
     std::free(dst);
   }
-  return s;
+  if (!prefix_space) return keep.emplace_back(std::move(n));
+  s += n;
+  return keep.emplace_back(std::move(s));
 }
 
 // --- pre-tokenize
@@ -175,14 +185,15 @@ bool split_words(const TokenizerImpl& t, size_t r, std::string_view w, Emit& emi
 
 struct BpeState {
   // Per-call cache of word -> ids: prompts repeat words a lot, and a call-local cache needs no lock.
+  // Its keys point into the caller's text or into `keep`.
   std::unordered_map<std::string_view, std::vector<int32_t>> cache;
-  std::deque<std::string> keep;  // normalized fragments; a deque so the cache's views stay valid
+  std::deque<std::string> keep;  // normalized copies
 };
 
 bool encode_bpe_text(const TokenizerImpl& t, std::string_view raw, Sink& sink, BpeState& st) {
-  std::string s = normalize(t, raw);
-  if (t.byte_level_prefix_space && (s.empty() || s[0] != ' ')) s.insert(s.begin(), ' ');
-  st.keep.push_back(std::move(s));  // the cache keys point into it
+  std::string_view text = normalized(t, raw, false, st.keep);
+  // The prefix space goes before a normalized text that does not start with one.
+  if (t.byte_level_prefix_space && (text.empty() || text[0] != ' ')) text = normalized(t, text, true, st.keep);
   auto emit = [&](std::string_view w) {
     if (w.empty()) return true;
     auto it = st.cache.find(w);
@@ -196,7 +207,7 @@ bool encode_bpe_text(const TokenizerImpl& t, std::string_view raw, Sink& sink, B
       if (!sink.push(id)) return false;
     return true;
   };
-  return split_words(t, 0, st.keep.back(), emit);
+  return split_words(t, 0, text, emit);
 }
 
 // --- SentencePiece
@@ -219,19 +230,25 @@ size_t spm_chunk_end(std::string_view s, size_t from, size_t min_bytes) {
 
 bool encode_spm_text(const TokenizerImpl& t, std::string_view raw, bool prefix_allowed, size_t chunk_bytes,
                      Sink& sink) {
-  std::string s = normalize(t, raw);
+  std::deque<std::string> keep;
+  const std::string_view s = normalized(t, raw, false, keep);
   bool prefix = t.add_space_prefix && prefix_allowed;
   if (prefix && t.space_prefix_unless_space && (s.starts_with(' ') || s.starts_with(kSpmSpace))) prefix = false;
-  if (prefix) s.insert(s.begin(), ' ');
   if (!t.spm_cut_before_space) chunk_bytes = s.size();
+  // The prefix space is written in front of the first chunk; cut points (at index 3 or later) are
+  // the same with it as without.
   std::string chunk;
   std::vector<int32_t> ids;
-  for (size_t from = 0; from < s.size();) {
+  bool first = true;
+  for (size_t from = 0; first || from < s.size(); first = false) {
     const size_t to = spm_chunk_end(s, from, chunk_bytes);
+    const bool lead = first && prefix;
     const size_t spaces = static_cast<size_t>(std::count(s.begin() + static_cast<ptrdiff_t>(from),
                                                          s.begin() + static_cast<ptrdiff_t>(to), ' '));
-    if (sink.cannot_fit(t, to - from + spaces * (kSpmSpace.size() - 1))) return false;  // before copying it
+    const size_t bytes = to - from + (spaces + (lead ? 1 : 0)) * kSpmSpace.size() - spaces;
+    if (sink.cannot_fit(t, bytes)) return false;  // before copying it
     chunk.clear();
+    if (lead) chunk += kSpmSpace;
     for (size_t i = from; i < to; ++i) {
       if (s[i] == ' ') chunk += kSpmSpace;
       else chunk += s[i];

@@ -52,9 +52,10 @@ class Tokenizer {
 
   // encode(), bounded: nullopt once the ids (BOS/EOS included) are known to number more than
   // max_tokens. Whenever encode() gives at most max_tokens ids, this gives exactly those. The work
-  // and memory then follow max_tokens rather than the text: the text is normalized once (one copy),
-  // split and merged word by word (SentencePiece: in chunks cut before spaces), and a word or chunk
-  // too long to fit is refused by its length alone. Servers refuse over-long prompts with it.
+  // and memory then follow max_tokens rather than the text: the text is normalized once (a copy,
+  // none for ASCII), split and merged word by word (SentencePiece: in chunks cut before spaces), and
+  // a word or chunk too long to fit is refused by its length alone. Servers refuse over-long
+  // prompts with it.
   std::optional<std::vector<int32_t>> encode_bounded(std::string_view text, bool add_special, bool parse_special,
                                                      size_t max_tokens) const;
   // The same with SentencePiece chunks of at least `spm_chunk_bytes` bytes instead of 64 KiB, so that
