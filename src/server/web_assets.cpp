@@ -7,6 +7,8 @@ const Asset* find_web_asset(std::string_view url_path) {
   constexpr std::string_view kAssets = "/assets/";
   if (url_path == "/" || url_path == "/index.html") {
     name = "index.html";
+  } else if (url_path == "/favicon.ico") {
+    name = "favicon.svg";  // browsers ask for /favicon.ico; the Content-Type says what it is
   } else if (url_path.starts_with(kAssets) && url_path.size() > kAssets.size()) {
     name = url_path.substr(kAssets.size());
   } else {

@@ -18,7 +18,8 @@ struct Asset {
 // Every file of web/, sorted by path.
 std::span<const Asset> web_assets();
 
-// The asset a GET path names: "/" and "/index.html" -> index.html, "/assets/<p>" -> <p>;
+// The asset a GET path names: "/" and "/index.html" -> index.html, "/favicon.ico" -> favicon.svg,
+// "/assets/<p>" -> <p>;
 // nullptr for anything else (no directory listing, no ".." resolution: names must match exactly).
 // The caller strips the query string first.
 const Asset* find_web_asset(std::string_view url_path);

@@ -8,6 +8,7 @@
 #include <random>
 #include <thread>
 
+#include "server/http/request_parser.h"
 #include "server/http/security.h"
 #include "server/web_assets.h"
 
@@ -107,6 +108,8 @@ App::App(AppConfig config, AppDeps deps)
       started_at_(utc_now_rfc3339()),
       started_(std::chrono::steady_clock::now()) {
   SPLASH_CHECK(deps_.tokenizer != nullptr && deps_.plan != nullptr);
+  max_request_bytes_ =
+      config_.options.max_request_bytes.value_or(auto_max_request_bytes(deps_.plan->maximum_context_tokens));
   keepalive_thread_ = std::thread([this] { keepalive_loop(); });
 }
 
@@ -164,8 +167,12 @@ std::optional<http::SimpleResponse> App::pre_body_check(const http::Request& hea
   const auto origin = head.header("Origin");
   http::CorsDecision cors = http::check_origin(origin, host, origins);
   if (!cors.allowed()) {
-    std::fprintf(stderr, "Refused · Origin %.*s · restart with --allowed-origin %.*s to accept it\n",
-                 static_cast<int>(origin->size()), origin->data(), static_cast<int>(origin->size()), origin->data());
+    // A client can send any Origin, as often as it likes: what is logged is bounded in size and rate.
+    const std::string shown = http::log_excerpt(*origin);
+    if (auto line = refusal_log_.line(
+            str_cat("Refused · Origin ", shown, " · restart with --allowed-origin ", shown, " to accept it"),
+            std::chrono::steady_clock::now()))
+      std::fprintf(stderr, "%s\n", line->c_str());
     return refuse(http::error_response(403, "forbidden", http::origin_refused_message(*origin)));
   }
   if (http::is_preflight(head)) return refuse(http::preflight_response(head, cors));
@@ -173,6 +180,24 @@ std::optional<http::SimpleResponse> App::pre_body_check(const http::Request& hea
     http::AuthVerdict v = http::check_api_key(head, config_.options.api_key);
     if (v != http::AuthVerdict::kOk) {
       http::SimpleResponse r = http::auth_refusal(v);
+      r.headers.insert(r.headers.end(), cors.headers.begin(), cors.headers.end());
+      return refuse(std::move(r));
+    }
+  }
+  // The body is refused before it is read: a prompt past what the context can hold would cost the
+  // server parsing, rendering and tokenizing it only to refuse it.
+  if (auto cl = head.header("Content-Length")) {
+    const uint64_t n = http::parse_content_length(*cl).value_or(0);  // the parser refused anything else
+    if (n > max_request_bytes_) {
+      const std::string why =
+          config_.options.max_request_bytes
+              ? std::string("--max-request-size")
+              : str_cat("--max-request-size auto: ", kAutoRequestBytesPerToken, " bytes per token of the ",
+                        deps_.plan->maximum_context_tokens, "-token context, at least ", kAutoRequestBytesMin >> 20,
+                        "M");
+      http::SimpleResponse r = http::error_response(
+          413, "request_too_large",
+          str_cat("request body of ", n, " bytes exceeds the limit of ", max_request_bytes_, " bytes (", why, ")"));
       r.headers.insert(r.headers.end(), cors.headers.begin(), cors.headers.end());
       return refuse(std::move(r));
     }
@@ -225,7 +250,7 @@ void App::route(const http::Request& req, const Writer& w) {
     if (!get) return wrong_method("GET");
     return w->respond(200, {{"Content-Type", "text/plain; version=0.0.4; charset=utf-8"}}, metrics_text(snapshot()));
   }
-  if (config_.options.webui && (p == "/" || p == "/index.html" || p.rfind("/assets/", 0) == 0)) {
+  if (config_.options.webui && http::is_web_page_path(p)) {
     if (!get) return wrong_method("GET");
     if (const Asset* a = find_web_asset(p)) {
       std::vector<http::Header> h = {{"ETag", std::string(a->etag)}, {"Cache-Control", "no-cache"}};
@@ -249,7 +274,8 @@ StatusSnapshot App::snapshot() const {
   s.uptime_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
   s.http.requests = requests_.load();
   s.http.request_body_bytes = body_bytes_.load();
-  s.http.max_request_bytes = static_cast<int64_t>(config_.options.max_request_bytes);
+  s.http.max_request_bytes = static_cast<int64_t>(max_request_bytes_);
+  s.http.max_request_auto = !config_.options.max_request_bytes.has_value();
   s.http.responses_2xx = responses_2xx_.load();
   s.http.responses_4xx = responses_4xx_.load();
   s.http.responses_5xx = responses_5xx_.load();
@@ -315,6 +341,8 @@ void App::handle_tokenize(const http::Request& req, const Writer& w) {
     if (!a->is_boolean()) return respond_error(*w, 400, "invalid_request_error", "'add_special' must be a boolean");
     add_special = a->get<bool>();
   }
+  // Not bounded by the context (spec 2.1: token endpoints may exceed it); --max-request-size bounds
+  // the text, and each id stands for at least one byte of it (BOS/EOS aside).
   std::vector<int32_t> ids =
       deps_.tokenizer->encode(content->get_ref<const std::string&>(), add_special, /*parse_special=*/true);
   respond_json(*w, 200, {{"tokens", ids}});

@@ -27,6 +27,7 @@
 #include "server/app/serve_options.h"
 #include "server/app/status.h"
 #include "server/http/message.h"
+#include "server/http/security.h"
 #include "server/http/server.h"
 #include "template/chat_template.h"
 #include "tokenizer/tokenizer.h"
@@ -69,7 +70,8 @@ class App {
   void watch_stream(std::weak_ptr<KeepAliveTarget> target);
 
   // For ServerOptions::pre_body_check: 403 for a Host outside the allow-list or a refused Origin,
-  // 204 for an admitted CORS preflight, 401 for a missing or wrong key on a protected path.
+  // 204 for an admitted CORS preflight, 401 for a missing or wrong key on a protected path, 413 for
+  // a Content-Length over max_request_bytes().
   std::optional<http::SimpleResponse> pre_body_check(const http::Request& head);
 
   // For Server::set_handler.
@@ -80,6 +82,9 @@ class App {
 
   StatusSnapshot snapshot() const;
   const AppConfig& config() const { return config_; }
+  // The effective --max-request-size: the flag's value, or under auto auto_max_request_bytes() of the
+  // served context.
+  uint64_t max_request_bytes() const { return max_request_bytes_; }
 
   // Counts one response by status class (the writer decorator calls it).
   void count_response(int status);
@@ -108,6 +113,8 @@ class App {
   std::vector<std::weak_ptr<KeepAliveTarget>> keepalive_targets_;
   bool keepalive_stop_ = false;
   std::thread keepalive_thread_;
+  uint64_t max_request_bytes_ = 0;
+  http::RefusalLog refusal_log_;  // Origin refusals: truncated, at most one line a second
   std::atomic<int64_t> requests_{0}, body_bytes_{0}, responses_2xx_{0}, responses_4xx_{0}, responses_5xx_{0};
 };
 

@@ -161,20 +161,34 @@ namespace {
 
 struct Prepared {
   std::vector<int32_t> prompt;
+  bool prompt_fills_context = false;  // tokenizing stopped at the context: the prompt has at least that many
   std::optional<int64_t> max_tokens;  // nullopt: the rest of the context
   const openai::CommonFields* common = nullptr;
 };
+
+// Tokenizes at most what the context can hold: a prompt of `context` tokens or more is refused, so
+// tokenizing stops there, and a huge prompt costs what the context costs, not what the text costs.
+// Special-token text is parsed (as llama.cpp does).
+void encode_prompt(const Tokenizer& tok, std::string_view text, bool add_special, int64_t context, Prepared& p) {
+  const size_t limit = static_cast<size_t>(std::max<int64_t>(context - 1, 0));
+  if (auto ids = tok.encode_bounded(text, add_special, /*parse_special=*/true, limit)) {
+    p.prompt = std::move(*ids);
+  } else {
+    p.prompt_fills_context = true;
+  }
+}
 
 void submit_job(Engine* engine, int64_t context, const std::optional<std::chrono::milliseconds>& server_timeout,
                 Clock::time_point arrival, Prepared p, std::shared_ptr<Job> job,
                 const std::shared_ptr<http::ResponseWriter>& w) {
   const int64_t n = static_cast<int64_t>(p.prompt.size());
-  if (n == 0) return respond_error(*w, 400, "invalid_request_error", "the prompt is empty after tokenization");
-  if (n >= context)
+  if (p.prompt_fills_context || n >= context)
     return respond_error(*w, 400, "context_length_exceeded",
-                         str_cat("the prompt is ", n, " tokens but this server's context is ", context,
+                         str_cat("the prompt is ", p.prompt_fills_context ? "at least " : "", std::max(n, context),
+                                 " tokens but this server's context is ", context,
                                  " tokens (the model's window, memory and --max-context allow at most ", context,
                                  "); shorten the prompt"));
+  if (n == 0) return respond_error(*w, 400, "invalid_request_error", "the prompt is empty after tokenization");
   int64_t max_tokens = context - n;
   if (p.max_tokens) {
     if (*p.max_tokens > context - n)
@@ -196,7 +210,7 @@ void submit_job(Engine* engine, int64_t context, const std::optional<std::chrono
   req.want_progress = p.common->stream && p.common->return_progress;
   std::optional<Clock::time_point> deadline;
   if (server_timeout) deadline = arrival + *server_timeout;
-  if (p.common->timeout_s) {
+  if (p.common->timeout_s) {  // under kNoDeadlineTimeout: the parser drops longer ones
     auto mine = arrival + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(*p.common->timeout_s));
     deadline = deadline ? std::min(*deadline, mine) : mine;
   }
@@ -257,7 +271,7 @@ void App::handle_chat(const http::Request& req, const Writer& w) {
 
   if (r.common.stream) watch_stream(job);
   Prepared p;
-  p.prompt = tok.encode(*prompt, /*add_special=*/false, /*parse_special=*/true);
+  encode_prompt(tok, *prompt, /*add_special=*/false, deps_.plan->maximum_context_tokens, p);
   p.max_tokens = r.max_tokens;
   p.common = &r.common;
   submit_job(deps_.engine, deps_.plan->maximum_context_tokens, config_.options.request_timeout, arrival,
@@ -281,7 +295,7 @@ void App::handle_completion(const http::Request& req, const Writer& w) {
   Prepared p;
   if (const auto* text = std::get_if<std::string>(&r.prompt)) {
     // As llama.cpp does: the tokenizer's own BOS rule applies, special-token text is parsed.
-    p.prompt = deps_.tokenizer->encode(*text, /*add_special=*/true, /*parse_special=*/true);
+    encode_prompt(*deps_.tokenizer, *text, /*add_special=*/true, deps_.plan->maximum_context_tokens, p);
   } else {
     p.prompt = std::get<std::vector<int32_t>>(r.prompt);
   }

@@ -121,7 +121,8 @@ Result<std::chrono::milliseconds> parse_duration(const std::string& text) {
   if (num.empty() || ec != std::errc() || end != num.data() + num.size() || !std::isfinite(v) || v <= 0)
     return make_error(bad);
   const double ms = v * mult * 1000.0;
-  if (!std::isfinite(ms) || ms > 1e15) return make_error(bad, " (too long)");
+  // The deadline is arrival + this on a nanosecond clock (64 bits, ~292 years): cap well below it.
+  if (!std::isfinite(ms) || ms > 1e12) return make_error(bad, " (too long: at most 1e9 s)");
   return std::chrono::milliseconds(std::max<int64_t>(1, std::llround(ms)));
 }
 
@@ -147,6 +148,26 @@ Result<std::optional<uint64_t>> parse_max_cache_disk(const std::string& text) {
   auto v = parse_size_bytes(text);
   if (!v.ok()) return make_error("--max-cache-disk: ", v.error_message());
   return std::optional<uint64_t>(*v);
+}
+
+Result<std::optional<uint64_t>> parse_max_request_size(const std::string& text) {
+  if (lower(text) == "auto") return std::optional<uint64_t>();
+  auto v = parse_size_bytes(text);
+  if (!v.ok()) return make_error("--max-request-size: ", v.error_message());
+  if (*v == 0) return make_error("--max-request-size: 0 is not allowed");
+  return std::optional<uint64_t>(*v);
+}
+
+uint64_t auto_max_request_bytes(int64_t context_tokens) {
+  const uint64_t tokens = static_cast<uint64_t>(std::max<int64_t>(context_tokens, 0));
+  const uint64_t by_context =
+      tokens > kAutoRequestBytesMax / kAutoRequestBytesPerToken ? kAutoRequestBytesMax : tokens * kAutoRequestBytesPerToken;
+  return std::clamp(by_context, kAutoRequestBytesMin, kAutoRequestBytesMax);
+}
+
+std::string auto_max_request_rule() {
+  return str_cat("auto: ", kAutoRequestBytesPerToken, " bytes per context token, ", kAutoRequestBytesMin >> 20, "M..",
+                 kAutoRequestBytesMax >> 20, "M");
 }
 
 Status check_cache_flags(const std::optional<uint64_t>& max_cache_disk, bool persistent_cache, bool cache_dir_given) {

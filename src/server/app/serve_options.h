@@ -48,7 +48,7 @@ struct ServeOptions {
   std::chrono::milliseconds cache_write_behind{10000};
   // API and requests.
   std::string default_reasoning_effort;         // "" = the template's default
-  uint64_t max_request_bytes = uint64_t{128} << 20;
+  std::optional<uint64_t> max_request_bytes;    // --max-request-size; nullopt = auto (auto_max_request_bytes)
   std::optional<std::chrono::milliseconds> request_timeout;
   int queue_size = 32;
   int threads = 0;                              // 0 = default_thread_count()
@@ -74,6 +74,20 @@ Result<std::chrono::milliseconds> parse_duration(const std::string& text);
 Result<std::optional<uint64_t>> parse_max_memory(const std::string& text);
 // "--max-context TOKENS|auto": 1..262144, K = 1024; nullopt for auto.
 Result<std::optional<int64_t>> parse_max_context(const std::string& text);
+// "--max-request-size SIZE|auto": bytes (0 refused); nullopt for auto.
+Result<std::optional<uint64_t>> parse_max_request_size(const std::string& text);
+// The auto --max-request-size: kAutoRequestBytesPerToken bytes per token of the served context,
+// within [kAutoRequestBytesMin, kAutoRequestBytesMax]. A prompt cannot usefully hold more: real text
+// runs 3-5 bytes per token, JSON escapes (\uXXXX) and long whitespace tokens stay well under 64, and
+// a body past the context costs the server parsing, rendering and tokenizing it only to refuse it.
+// The maximum is the spec's fixed default (128M), which the transport enforces in every case.
+constexpr uint64_t kAutoRequestBytesPerToken = 64;
+constexpr uint64_t kAutoRequestBytesMin = uint64_t{8} << 20;
+constexpr uint64_t kAutoRequestBytesMax = uint64_t{128} << 20;
+uint64_t auto_max_request_bytes(int64_t context_tokens);
+// "auto: 64 bytes per context token, 8M..128M": the rule, for --help and error messages.
+std::string auto_max_request_rule();
+
 // "--kv-format": int8, bf16 (f32 accepted for debugging).
 Result<KvFormat> parse_kv_format(const std::string& text);
 // "--max-cache-disk SIZE|auto": bytes (0 = off); nullopt for auto.

@@ -257,7 +257,9 @@ int serve(const ServeOptions& options) {
   http::ServerOptions sopts;
   sopts.host = options.host;
   sopts.port = options.port;
-  sopts.max_request_bytes = options.max_request_bytes;
+  // The transport's own limit is the flag, or under auto the largest auto value: the context (and so
+  // the auto limit) is known only after the load; App::pre_body_check refuses by the effective one.
+  sopts.max_request_bytes = options.max_request_bytes.value_or(app::kAutoRequestBytesMax);
   sopts.max_connections = options.queue_size + 64;
   // Spec 2.8: the descriptor limit goes to 10240 where the hard limit allows; waiting connections
   // may take half of it, the rest is for served ones, lingering refusals and the model's files.

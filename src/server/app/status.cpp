@@ -128,6 +128,7 @@ nlohmann::json status_json(const StatusSnapshot& s) {
        {{"requests", s.http.requests},
         {"request_body_bytes", s.http.request_body_bytes},
         {"max_request_bytes", s.http.max_request_bytes},
+        {"max_request_size", s.http.max_request_auto ? "auto" : "flag"},
         {"responses", {{"2xx", s.http.responses_2xx}, {"4xx", s.http.responses_4xx}, {"5xx", s.http.responses_5xx}}},
         {"connections",
          {{"waiting", s.http.connections.waiting},

@@ -21,7 +21,8 @@ constexpr int kStatusSchemaVersion = 6;  // the spec's engine status schema; add
 struct HttpCounters {
   int64_t requests = 0;            // requests routed (refusals before the body included)
   int64_t request_body_bytes = 0;  // bytes of bodies handed to routes
-  int64_t max_request_bytes = 0;   // --max-request-size
+  int64_t max_request_bytes = 0;   // --max-request-size in effect
+  bool max_request_auto = true;    // derived from the context (--max-request-size auto)
   int64_t responses_2xx = 0, responses_4xx = 0, responses_5xx = 0;
   http::ConnectionStats connections;  // the transport's (zero in tests without one)
 };

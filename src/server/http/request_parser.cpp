@@ -1,5 +1,6 @@
 #include "server/http/request_parser.h"
 
+#include <cstdio>
 #include <limits>
 
 #include "core/result.h"
@@ -54,6 +55,15 @@ std::string excerpt(std::string_view s) {
   return out;
 }
 
+// What is wrong with a byte that may not appear in a request target, and how to send it instead.
+std::string target_byte_message(unsigned char c) {
+  char hex[8];
+  std::snprintf(hex, sizeof hex, "%02X", c);
+  const char* what = c == ' ' ? "a space" : c >= 0x80 ? "a byte outside ASCII" : "a control character";
+  return str_cat("request target holds byte 0x", hex, " (", what,
+                 "), which is not allowed in a request target; percent-encode it as %", hex);
+}
+
 // Does a comma-separated header value list `token` (case-insensitive)?
 bool list_has(std::string_view value, std::string_view token) {
   while (!value.empty()) {
@@ -100,7 +110,7 @@ std::optional<HttpError> parse_request_line(std::string_view line, Request* req)
   }
   if (target.empty()) return bad_request("empty request target");
   for (unsigned char c : target) {
-    if (!is_target_char(c)) return bad_request("request target holds a control character or a space");
+    if (!is_target_char(c)) return bad_request(target_byte_message(c));
   }
   if (target == "*") {
     if (method != "OPTIONS") return bad_request("request target '*' is only valid for OPTIONS");
@@ -116,7 +126,8 @@ std::optional<HttpError> parse_request_line(std::string_view line, Request* req)
   return std::nullopt;
 }
 
-// Content-Length: 1*DIGIT, saturating (an absurd length is a 413 for the caller, not a 400).
+}  // namespace
+
 std::optional<uint64_t> parse_content_length(std::string_view v) {
   if (v.empty()) return std::nullopt;
   uint64_t n = 0;
@@ -131,6 +142,8 @@ std::optional<uint64_t> parse_content_length(std::string_view v) {
   }
   return n;
 }
+
+namespace {
 
 bool method_needs_length(std::string_view method) {
   return method == "POST" || method == "PUT" || method == "PATCH";

@@ -27,6 +27,10 @@ struct ParseLimits {
   size_t max_headers = 100;          // 431 beyond
 };
 
+// Content-Length: 1*DIGIT, saturating at UINT64_MAX (an absurd length is a 413 for the caller, not
+// a 400); nullopt when it is not a decimal number.
+std::optional<uint64_t> parse_content_length(std::string_view v);
+
 // --- finding the end of the head -------------------------------------------------------------
 
 enum class HeadScanState : uint8_t { kIncomplete, kComplete, kError };

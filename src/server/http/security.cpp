@@ -139,8 +139,14 @@ bool host_allowed(std::string_view host_header, const HostPolicy& policy, std::s
 }
 
 std::string host_refused_message(std::string_view host_header) {
+  if (trim(host_header).empty())
+    return "the request has no Host header; send one (e.g. 'Host: localhost:8000'), which HTTP/1.0 clients may "
+           "leave out but this server needs (protection against DNS rebinding)";
   auto hp = parse_host_port(host_header);
-  std::string name = hp ? hp->host : std::string(trim(host_header));
+  if (!hp)
+    return str_cat("Host '", log_excerpt(trim(host_header), 255),
+                   "' is not a host name or address with an optional :port");
+  std::string name = hp->host;
   if (name.size() > 255) name = name.substr(0, 255);
   return str_cat("Host '", name, "' is not allowed; restart with --allowed-host ", name,
                  " to accept it (protection against DNS rebinding)");
@@ -212,11 +218,42 @@ SimpleResponse preflight_response(const Request& head, const CorsDecision& decis
 
 // --- API key -----------------------------------------------------------------------------------
 
+bool is_web_page_path(std::string_view path) {
+  return path == "/" || path == "/index.html" || path == "/favicon.ico" ||
+         (path.size() > 8 && path.substr(0, 8) == "/assets/");
+}
+
 bool is_public_path(std::string_view method, std::string_view path) {
   if (method == "OPTIONS") return true;
   if (path.find("..") != std::string_view::npos || path.find('%') != std::string_view::npos) return false;
-  return path == "/" || path == "/favicon.ico" || path == "/health" || path == "/ready" ||
-         (path.size() > 8 && path.substr(0, 8) == "/assets/");
+  return is_web_page_path(path) || path == "/health" || path == "/ready";
+}
+
+// --- logging refusals -----------------------------------------------------------------------------
+
+std::string log_excerpt(std::string_view value, size_t max_bytes) {
+  std::string out;
+  const size_t n = std::min(value.size(), max_bytes);
+  out.reserve(n + 24);
+  for (size_t i = 0; i < n; ++i) {
+    const auto c = static_cast<unsigned char>(value[i]);
+    out.push_back(c >= 0x20 && c < 0x7f ? static_cast<char>(c) : '?');
+  }
+  if (value.size() > n) out += str_cat("...(+", value.size() - n, " bytes)");
+  return out;
+}
+
+std::optional<std::string> RefusalLog::line(std::string_view text, std::chrono::steady_clock::time_point now) {
+  std::lock_guard lock(mu_);
+  if (last_ && now - *last_ < interval_) {
+    ++held_back_;
+    return std::nullopt;
+  }
+  last_ = now;
+  std::string out(text);
+  if (held_back_ > 0) out += str_cat(" (", held_back_, " more refusals since the last line, not logged)");
+  held_back_ = 0;
+  return out;
 }
 
 bool constant_time_equals(std::string_view given, std::string_view secret) {

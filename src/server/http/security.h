@@ -3,7 +3,9 @@
 // browser Origin / CORS decision, and the API key.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -35,6 +37,8 @@ std::optional<HostPort> parse_host_port(std::string_view value);
 // `forbidden` with host_refused_message(); a missing Host on HTTP/1.1 never gets here (the parser
 // answers 400).
 bool host_allowed(std::string_view host_header, const HostPolicy& policy, std::string_view local_addr = {});
+// Says what is wrong: no Host header at all (HTTP/1.0), a value that is not a host name, or a name
+// outside the allow-list (then the --allowed-host flag that admits it).
 std::string host_refused_message(std::string_view host_header);
 
 // --- Origin / CORS -----------------------------------------------------------------------------
@@ -71,13 +75,39 @@ bool is_preflight(const Request& head);
 // list), Access-Control-Max-Age: 600. 403 `forbidden` for a refused origin.
 SimpleResponse preflight_response(const Request& head, const CorsDecision& decision);
 
+// --- logging refusals -----------------------------------------------------------------------------
+
+// A request value (Origin, Host ...) as a log line may show it: at most `max_bytes` bytes, control
+// and non-ASCII bytes as '?', and "...(+N bytes)" when cut.
+std::string log_excerpt(std::string_view value, size_t max_bytes = 200);
+
+// Rate limit for refusal lines: a client can be refused as often as it likes, the log must not
+// grow with it. line() gives the text to print, or nullopt within `interval` of the last line
+// printed; the next line printed says how many were held back. Thread-safe.
+class RefusalLog {
+ public:
+  explicit RefusalLog(std::chrono::milliseconds interval = std::chrono::seconds(1)) : interval_(interval) {}
+  std::optional<std::string> line(std::string_view text, std::chrono::steady_clock::time_point now);
+
+ private:
+  std::mutex mu_;
+  std::chrono::milliseconds interval_;
+  std::optional<std::chrono::steady_clock::time_point> last_;
+  int64_t held_back_ = 0;
+};
+
 // --- API key -----------------------------------------------------------------------------------
 
 enum class AuthVerdict : uint8_t { kOk, kMissing, kInvalid };
 
-// Paths answered without a key: "/", "/assets/...", "/favicon.ico", "/health", "/ready", and every
-// OPTIONS request. A path with a ".." segment is never public (a router that normalized it could
-// otherwise reach a protected route through an asset prefix).
+// The chat page's paths: "/", "/index.html", "/favicon.ico" and "/assets/<name>". The router serves
+// the page from exactly these, and they are public, so the rule is written once.
+bool is_web_page_path(std::string_view path);
+
+// Paths answered without a key: the chat page's (is_web_page_path), "/health", "/ready", and every
+// OPTIONS request; everything else (the API, /status, /metrics, unknown paths) needs the key. A
+// path with ".." or "%" is never public (a router that normalized it could otherwise reach a
+// protected route through an asset prefix).
 bool is_public_path(std::string_view method, std::string_view path);
 
 // With an empty `api_key` auth is off: always kOk. Otherwise the key comes from

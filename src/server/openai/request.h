@@ -38,13 +38,17 @@ struct SamplingFields {
 
 SamplingParams to_sampling_params(const SamplingFields& fields);
 
+constexpr double kNoDeadlineTimeout = 1e9;  // seconds, about 31.7 years
+
 // Fields shared by /v1/chat/completions and /v1/completions.
 struct CommonFields {
   std::optional<std::string> model;   // the caller checks it against the served names
   bool stream = false;
   bool include_usage = false;         // stream_options.include_usage
   bool return_progress = false;       // prompt_progress chunks while the prompt is processed
-  std::optional<double> timeout_s;    // > 0; the request's deadline (504 request_timeout)
+  // > 0; the request's deadline (504 request_timeout). kNoDeadlineTimeout or more is parsed as no
+  // deadline: the steady clock counts nanoseconds in 64 bits, so 1e10 s would wrap to the past.
+  std::optional<double> timeout_s;
   std::vector<std::string> stop;      // at most 4, none empty
   bool ignore_eos = false;
   std::string priority = "normal";    // foreground | normal | background

@@ -91,6 +91,7 @@ ApiResult<CommonFields> parse_common_fields(const FieldReader& r) {
   if (c.timeout_s && !(*c.timeout_s > 0.0)) {
     return invalid_request(str_cat(r.name("timeout"), " must be a number of seconds > 0, got ", *c.timeout_s));
   }
+  if (c.timeout_s && *c.timeout_s >= kNoDeadlineTimeout) c.timeout_s.reset();
   SPLASH_OAI_TRY(c.stop, parse_stop(r));
   SPLASH_OAI_TRY(auto ignore_eos, r.boolean("ignore_eos"));
   c.ignore_eos = ignore_eos.value_or(false);

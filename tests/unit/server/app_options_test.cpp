@@ -54,11 +54,26 @@ TEST(AppOptions, Duration) {
   EXPECT_EQ(parse_duration("1.5m")->count(), 90000);
   EXPECT_EQ(parse_duration("2h")->count(), 7200000);
   EXPECT_EQ(parse_duration("0.25s")->count(), 250);
-  for (const char* bad : {"0", "-5", "", "s", "inf", "nan", "5d", "1e400"}) {
+  EXPECT_EQ(parse_duration("1e9")->count(), int64_t{1000000000000});
+  // 1e10 s would overflow the nanosecond deadline (arrival + timeout) and expire at once.
+  for (const char* bad : {"0", "-5", "", "s", "inf", "nan", "5d", "1e400", "1e10", "3e8h"}) {
     auto d = parse_duration(bad);
     ASSERT_FALSE(d.ok()) << bad;
     EXPECT_NE(d.error_message().find("--request-timeout"), std::string::npos);
   }
+}
+
+TEST(AppOptions, MaxRequestSize) {
+  EXPECT_FALSE(parse_max_request_size("auto")->has_value());
+  EXPECT_FALSE(parse_max_request_size("AUTO")->has_value());
+  EXPECT_EQ(parse_max_request_size("64K")->value_or(0), 65536u);
+  EXPECT_EQ(parse_max_request_size("128M")->value_or(0), uint64_t{128} << 20);
+  for (const char* bad : {"0", "-1", "lots", ""}) {
+    auto r = parse_max_request_size(bad);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_NE(r.error_message().find("--max-request-size"), std::string::npos) << r.error_message();
+  }
+  EXPECT_EQ(auto_max_request_rule(), "auto: 64 bytes per context token, 8M..128M");
 }
 
 TEST(AppOptions, CacheFlags) {

@@ -238,6 +238,77 @@ TEST_F(AppRoutes, ContextChecksBeforeTheEngine) {
   EXPECT_NE(w->body.find("chat template"), std::string::npos);
 }
 
+// A prompt far past the context is refused by a tokenizer that stops at the context.
+TEST_F(AppRoutes, LongPromptIsRefusedAtTheContext) {
+  auto app = make();
+  const std::string text(1 << 20, 'a');
+  auto w = call(*app, request("POST", "/v1/completions", nlohmann::json({{"prompt", text}}).dump()));
+  EXPECT_EQ(w->status, 400) << w->body;
+  EXPECT_EQ(w->json()["error"]["code"], "context_length_exceeded");
+  EXPECT_NE(w->json()["error"]["message"].get<std::string>().find("the prompt is at least 8 tokens but this "
+                                                                  "server's context is 8 tokens"),
+            std::string::npos)
+      << w->body;
+}
+
+// --max-request-size auto follows the context and is checked before the body (Content-Length).
+TEST_F(AppRoutes, RequestSizeLimitFromTheContext) {
+  EXPECT_EQ(auto_max_request_bytes(8), kAutoRequestBytesMin);
+  EXPECT_EQ(auto_max_request_bytes(131072), uint64_t{8} << 20);
+  EXPECT_EQ(auto_max_request_bytes(262144), uint64_t{16} << 20);
+  EXPECT_EQ(auto_max_request_bytes(int64_t{1} << 40), kAutoRequestBytesMax);
+  auto app = make();
+  EXPECT_EQ(app->max_request_bytes(), kAutoRequestBytesMin);
+  http::Request r = request("POST", "/v1/completions");
+  r.headers.push_back({"Content-Length", std::to_string(100 << 20)});
+  auto w = call(*app, r);
+  EXPECT_EQ(w->status, 413);
+  EXPECT_EQ(w->json()["error"]["code"], "request_too_large");
+  EXPECT_NE(w->body.find("--max-request-size auto: 64 bytes per token of the 8-token context"), std::string::npos)
+      << w->body;
+  r.headers.back().value = std::to_string(kAutoRequestBytesMin);
+  http::Request head_only = r;
+  EXPECT_FALSE(app->pre_body_check(head_only).has_value());  // at the limit: read
+  auto s = call(*app, request("GET", "/status"))->json();
+  EXPECT_EQ(s["http"]["max_request_bytes"], kAutoRequestBytesMin);
+  EXPECT_EQ(s["http"]["max_request_size"], "auto");
+
+  AppConfig c;
+  c.options.max_request_bytes = 1000;
+  AppDeps d;
+  d.tokenizer = &tokenizer_;
+  d.plan = &plan_;
+  App flag(c, d);
+  r.headers.back().value = "1001";
+  w = call(flag, r);
+  EXPECT_EQ(w->status, 413);
+  EXPECT_NE(w->body.find("exceeds the limit of 1000 bytes (--max-request-size)"), std::string::npos) << w->body;
+  EXPECT_EQ(call(flag, request("GET", "/status"))->json()["http"]["max_request_size"], "flag");
+}
+
+// One rule: the page under every name it is served from, its assets, /health and /ready are public.
+TEST_F(AppRoutes, PublicRoutesAreThePageAndHealth) {
+  auto app = make("secret");
+  for (const char* p : {"/", "/index.html", "/assets/index.html", "/assets/app.js", "/favicon.ico", "/health"})
+    EXPECT_EQ(call(*app, request("GET", p))->status, 200) << p;
+  EXPECT_EQ(call(*app, request("GET", "/favicon.ico"))->header("Content-Type"), "image/svg+xml");
+  for (const char* p : {"/v1/models", "/status", "/metrics", "/nope", "/index.htm"})
+    EXPECT_EQ(call(*app, request("GET", p))->status, 401) << p;
+}
+
+// A client can make the server refuse it as often as it likes: the log stays small.
+TEST_F(AppRoutes, OriginRefusalsLogLittle) {
+  auto app = make();
+  http::Request r = request("GET", "/health");
+  r.headers.push_back({"Origin", "http://" + std::string(60000, 'x') + ".example"});
+  ::testing::internal::CaptureStderr();
+  for (int i = 0; i < 200; ++i) EXPECT_EQ(call(*app, r)->status, 403);
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  EXPECT_LT(log.size(), 1000u) << "200 refusals of a 60 KB Origin wrote " << log.size() << " bytes";
+  EXPECT_NE(log.find("Refused · Origin http://xxx"), std::string::npos) << log;
+  EXPECT_NE(log.find("...(+"), std::string::npos) << log;
+}
+
 TEST_F(AppRoutes, ChatPageUnlessNoWebui) {
   std::ifstream in(std::string(SPLASH_SOURCE_DIR) + "/web/index.html", std::ios::binary);
   ASSERT_TRUE(in) << "web/index.html";

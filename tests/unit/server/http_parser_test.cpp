@@ -197,5 +197,28 @@ TEST(HttpParser, ErrorBodyIsOpenAiShaped) {
   EXPECT_NE(error_body(400, "invalid_request_error", "bad \xff byte").find("bad "), std::string::npos);
 }
 
+// The message names the byte and what to send instead (a path with byte 0xFF used to be "a control
+// character or a space").
+TEST(HttpParser, TargetByteMessagesSayWhatIsWrong) {
+  auto ff = parse("GET /a\xff HTTP/1.1\r\nHost: a\r\n\r\n");
+  ASSERT_FALSE(ff.ok());
+  EXPECT_NE(ff.error.message.find("byte 0xFF (a byte outside ASCII)"), std::string::npos) << ff.error.message;
+  EXPECT_NE(ff.error.message.find("%FF"), std::string::npos) << ff.error.message;
+  auto ctl = parse("GET /a\x01 HTTP/1.1\r\nHost: a\r\n\r\n");
+  ASSERT_FALSE(ctl.ok());
+  EXPECT_NE(ctl.error.message.find("byte 0x01 (a control character)"), std::string::npos) << ctl.error.message;
+  auto tab = parse("GET /a\tb HTTP/1.1\r\nHost: a\r\n\r\n");
+  ASSERT_FALSE(tab.ok());
+  EXPECT_NE(tab.error.message.find("byte 0x09 (a control character)"), std::string::npos) << tab.error.message;
+}
+
+TEST(HttpParser, ParseContentLength) {
+  EXPECT_EQ(parse_content_length("0"), 0u);
+  EXPECT_EQ(parse_content_length("104857600"), 104857600u);
+  EXPECT_EQ(parse_content_length("99999999999999999999999"), UINT64_MAX);
+  EXPECT_FALSE(parse_content_length("").has_value());
+  EXPECT_FALSE(parse_content_length("-1").has_value());
+}
+
 }  // namespace
 }  // namespace splash::http

@@ -67,6 +67,13 @@ TEST(HttpSecurity, HostBindAddressCounts) {
   EXPECT_TRUE(host_allowed("10.1.2.3:8000", policy));
   EXPECT_FALSE(host_allowed("10.1.2.4:8000", policy));
   EXPECT_NE(host_refused_message("evil.example:8000").find("--allowed-host evil.example"), std::string::npos);
+  // No Host at all (HTTP/1.0 may leave it out): said so, not "--allowed-host " with an empty name.
+  const std::string none = host_refused_message("");
+  EXPECT_NE(none.find("no Host header"), std::string::npos) << none;
+  EXPECT_EQ(none.find("--allowed-host"), std::string::npos) << none;
+  const std::string bad = host_refused_message("a b");
+  EXPECT_NE(bad.find("is not a host name"), std::string::npos) << bad;
+  EXPECT_EQ(bad.find("--allowed-host"), std::string::npos) << bad;
 }
 
 TEST(HttpSecurity, ParseHostPort) {
@@ -163,6 +170,7 @@ TEST(HttpSecurity, PublicPaths) {
   EXPECT_TRUE(is_public_path("GET", "/health"));
   EXPECT_TRUE(is_public_path("GET", "/ready"));
   EXPECT_TRUE(is_public_path("GET", "/favicon.ico"));
+  EXPECT_TRUE(is_public_path("GET", "/index.html"));  // the page under its other name (was behind the key)
   EXPECT_TRUE(is_public_path("GET", "/assets/app.js"));
   EXPECT_TRUE(is_public_path("OPTIONS", "/v1/chat/completions"));
   EXPECT_FALSE(is_public_path("POST", "/v1/chat/completions"));
@@ -174,6 +182,40 @@ TEST(HttpSecurity, PublicPaths) {
   EXPECT_FALSE(is_public_path("GET", "/assets/%2e%2e/status"));
   EXPECT_FALSE(is_public_path("GET", "/healthz"));
   EXPECT_FALSE(is_public_path("GET", "//health"));
+}
+
+// The public page paths are exactly the ones the router serves the page from.
+TEST(HttpSecurity, WebPagePathsArePublic) {
+  for (const char* p : {"/", "/index.html", "/favicon.ico", "/assets/index.html", "/assets/app.js"}) {
+    EXPECT_TRUE(is_web_page_path(p)) << p;
+    EXPECT_TRUE(is_public_path("GET", p)) << p;
+  }
+  for (const char* p : {"/index.htm", "/assets", "/assets/", "/status", "/v1/models"}) EXPECT_FALSE(is_web_page_path(p)) << p;
+}
+
+// --- logging refusals ----------------------------------------------------------------------------
+
+TEST(HttpSecurity, LogExcerptIsBounded) {
+  EXPECT_EQ(log_excerpt("http://a.example"), "http://a.example");
+  EXPECT_EQ(log_excerpt("a\nb\x01\xff"), "a?b??");
+  const std::string huge(60000, 'x');
+  const std::string e = log_excerpt("http://" + huge);
+  EXPECT_EQ(e, "http://" + std::string(193, 'x') + "...(+59807 bytes)");
+  EXPECT_LT(e.size(), 240u);
+}
+
+TEST(HttpSecurity, RefusalLogPrintsAtMostOneLineASecond) {
+  RefusalLog log(std::chrono::seconds(1));
+  const auto t0 = std::chrono::steady_clock::now();
+  ASSERT_TRUE(log.line("refused A", t0).has_value());
+  int printed = 0;
+  for (int i = 1; i <= 200; ++i)
+    if (log.line("refused B", t0 + std::chrono::milliseconds(i)).has_value()) ++printed;
+  EXPECT_EQ(printed, 0);
+  auto next = log.line("refused C", t0 + std::chrono::milliseconds(1500));
+  ASSERT_TRUE(next.has_value());
+  EXPECT_EQ(*next, "refused C (200 more refusals since the last line, not logged)");
+  EXPECT_EQ(log.line("refused D", t0 + std::chrono::milliseconds(2600)), std::optional<std::string>("refused D"));
 }
 
 struct AuthCase {

@@ -17,6 +17,18 @@ std::string chat(const std::string& extra) {
   return std::string("{") + kMsgs + (extra.empty() ? "" : "," + extra) + "}";
 }
 
+// 1e10 s used to wrap the nanosecond deadline into the past (504 in 0 ms); that long means none.
+TEST(OpenAiRequest, HugeTimeoutMeansNoDeadline) {
+  for (const char* t : {"1e9", "1e10", "1e300"}) {
+    auto r = parse_chat_request(chat(std::string("\"timeout\":") + t));
+    ASSERT_TRUE(r.ok()) << t << ": " << r.error().message;
+    EXPECT_FALSE(r->common.timeout_s.has_value()) << t;
+  }
+  auto r = parse_chat_request(chat("\"timeout\":999999999"));
+  ASSERT_TRUE(r.ok());
+  EXPECT_DOUBLE_EQ(r->common.timeout_s.value_or(0), 999999999.0);
+}
+
 TEST(OpenAiRequest, ChatDefaults) {
   auto r = parse_chat_request(chat(""));
   ASSERT_TRUE(r.ok()) << r.error().message;
