@@ -47,16 +47,16 @@ def raw_exchange(port, head, body=b"", timeout=30):
                 s.sendall(body)
         except (BrokenPipeError, ConnectionResetError):
             pass  # refused before the body: the server closed its side
-        out = b""
+        out = []
         while True:
             try:
-                chunk = s.recv(65536)
+                chunk = s.recv(1 << 20)
             except ConnectionResetError:
                 break
             if not chunk:
                 break
-            out += chunk
-    return out
+            out.append(chunk)
+    return b"".join(out)
 
 
 def post_head(port, path, length, extra=""):

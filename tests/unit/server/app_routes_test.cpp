@@ -163,6 +163,8 @@ TEST_F(AppRoutes, Tokenize) {
   EXPECT_EQ(w->json()["tokens"], nlohmann::json({7, 7}));
   w = call(*app, request("POST", "/tokenize", R"({"content":"ab ab","add_special":true})"));
   EXPECT_EQ(w->json()["tokens"], nlohmann::json({1, 7, 7}));
+  w = call(*app, request("POST", "/tokenize", R"({"content":""})"));
+  EXPECT_EQ(w->body, R"({"tokens":[]})");
   for (const char* bad : {"{", "[]", R"({"content":5})", R"({"content":"x","add_special":"yes"})"}) {
     w = call(*app, request("POST", "/tokenize", bad));
     EXPECT_EQ(w->status, 400) << bad;
