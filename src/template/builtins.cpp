@@ -360,10 +360,11 @@ int compare_values(const Value& a, const Value& b, bool case_sensitive) {
 
 Value builtin_member(const Value& object, const std::string& name) {
   if (object.is(Kind::kString)) {
-    const std::string s = object.as_string();
+    const std::string& s = object.as_string();
     if (name == "length") return Value::integer(static_cast<double>(utf16_length(s)));
+    // The bound method holds the Value (its text is shared), not a copy of the text.
     auto method = [&](auto body) {
-      return fn([s, body](std::vector<Value>& args, Environment&) { return body(s, args); });
+      return fn([self = object, body](std::vector<Value>& args, Environment&) { return body(self.as_string(), args); });
     };
     using Args = std::vector<Value>;
     if (name == "upper") return method([](const std::string& x, Args&) { return Value::string(ascii_upper(x)); });

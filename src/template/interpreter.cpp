@@ -454,6 +454,19 @@ Value Interpreter::eval_binary(const Node& n, Environment& env) {
     if (op == "in") return Value::boolean(member);
     if (op == "not in") return Value::boolean(!member);
   }
+  if (left.is(Kind::kString) && right.is(Kind::kString) && op == "+") {
+    // Chat templates join each message's (maybe huge) content with short pieces: a temporary on
+    // the left grows in place, anything else is joined in one allocation of the final size.
+    const std::string &a = left.as_string(), &b = right.as_string();
+    if (std::string* own = left.sole_string()) {
+      own->append(b);
+      return left;
+    }
+    std::string joined;
+    joined.reserve(a.size() + b.size());
+    joined.append(a).append(b);
+    return Value::string(std::move(joined));
+  }
   if ((left.is(Kind::kString) || right.is(Kind::kString)) && op == "+") {
     return Value::string(js_value_string(left) + js_value_string(right));
   }

@@ -53,9 +53,16 @@ Value Value::floating(double n) {
 Value Value::string(std::string s) {
   Value v;
   v.kind_ = Kind::kString;
-  v.str_ = std::move(s);
+  v.str_ = std::make_shared<std::string>(std::move(s));
   return v;
 }
+
+const std::string& Value::as_string() const {
+  static const std::string kEmpty;
+  return str_ ? *str_ : kEmpty;
+}
+
+std::string* Value::sole_string() { return kind_ == Kind::kString && str_ && str_.use_count() == 1 ? str_.get() : nullptr; }
 Value Value::array(Array items, Kind kind) {
   Value v;
   v.kind_ = kind;
@@ -86,7 +93,7 @@ bool Value::truthy() const {
     case Kind::kFloat:
       return num_ != 0 && !std::isnan(num_);
     case Kind::kString:
-      return !str_.empty();
+      return !as_string().empty();
     case Kind::kArray:
     case Kind::kTuple:
       return !arr_->empty();
