@@ -1,5 +1,6 @@
 #include "server/openai/json_input.h"
 
+#include <algorithm>
 #include <unordered_map>
 #include <vector>
 
@@ -105,7 +106,18 @@ class OrderedBuilder {
       f.index.emplace(f.key, obj.size());
     }
     // ordered_map derives from std::vector<pair>: appending directly skips its linear key search.
-    obj.std::vector<ojson::object_t::value_type>::emplace_back(std::move(f.key), std::move(v));
+    // Its entries (pair<const string, ojson>) would be copied, not moved, when the vector grows, so
+    // it is grown here with the values moved: a 100 MB "prompt" is not copied when the next key
+    // arrives. Same growth as the vector's own (1, 2, 4, ...).
+    using Entries = std::vector<ojson::object_t::value_type>;
+    Entries& entries = obj;
+    if (entries.size() == entries.capacity()) {
+      Entries grown;
+      grown.reserve(std::max<std::size_t>(1, 2 * entries.size()));
+      for (auto& kv : entries) grown.emplace_back(kv.first, std::move(kv.second));
+      entries.swap(grown);
+    }
+    entries.emplace_back(std::move(f.key), std::move(v));
     return true;
   }
 
