@@ -3,6 +3,7 @@
 // when they do not fit, and a long text refused with memory that follows the bound, not the text.
 #include <cstdio>
 #include <fstream>
+#include <random>
 #include <string>
 
 #include "formats/gguf.h"
@@ -89,6 +90,28 @@ TEST(BoundedEncode, SameIdsAsEncodeAtEveryChunkSize) {
       EXPECT_EQ(*b, full) << s;
       if (!full.empty()) {
         EXPECT_FALSE(t.encode_bounded(s, true, true, full.size() - 1, 1).has_value()) << s;
+      }
+    }
+  }
+}
+
+// Random short texts over the pieces where a chunk boundary could go wrong: spaces and their runs,
+// a literal U+2581, lone UTF-8 lead bytes, accents, newlines and special tokens next to each other.
+TEST(BoundedEncode, RandomTextsAtEveryBoundary) {
+  const char* atoms[] = {" ", "  ", "a", "b", "ab", "\xE2\x96\x81", "\xE2", "\xE2\x96", "\xC3", "\xC3\xA9", "e\xCC\x81",
+                         "\n", "\t", "<s>", "<|im_start|>", "1", "23", "'s", "\xF0\x9F\x98\x80", "\xFF"};
+  std::mt19937 rng(40);
+  for (const Named& n : tokenizers()) {
+    SCOPED_TRACE(n.name);
+    for (int k = 0; k < 800; ++k) {
+      std::string text;
+      const int len = static_cast<int>(rng() % 24);
+      for (int i = 0; i < len; ++i) text += atoms[rng() % std::size(atoms)];
+      const std::vector<int32_t> full = n.tok->encode(text, true, true);
+      for (size_t chunk : {size_t{1}, size_t{2}, size_t{5}}) {
+        auto b = n.tok->encode_bounded(text, true, true, full.size(), chunk);
+        ASSERT_TRUE(b.has_value()) << ::testing::PrintToString(text);
+        ASSERT_EQ(*b, full) << ::testing::PrintToString(text) << " chunk " << chunk;
       }
     }
   }
