@@ -32,9 +32,13 @@ def status_kib(pid, field):
 
 
 def reset_peak(pid):
-    """Resets VmHWM to the current RSS; returns that RSS (KiB)."""
-    with open("/proc/%d/clear_refs" % pid, "w") as f:
-        f.write("5")
+    """Resets VmHWM to the current RSS and returns that RSS (KiB); where the kernel does not allow
+    it, returns the current VmHWM (then only growth past the start-up peak is seen)."""
+    try:
+        with open("/proc/%d/clear_refs" % pid, "w") as f:
+            f.write("5")
+    except OSError:
+        return status_kib(pid, "VmHWM")
     return status_kib(pid, "VmRSS")
 
 
