@@ -15,19 +15,13 @@ namespace splash::http {
 namespace {
 
 using testing::ClientResponse;
+using testing::code_of;
+using testing::elapsed_ms;
 using testing::RawClient;
 using Clock = std::chrono::steady_clock;
 using ms = std::chrono::milliseconds;
 
-long elapsed_ms(Clock::time_point since) {
-  return static_cast<long>(std::chrono::duration_cast<ms>(Clock::now() - since).count());
-}
 
-std::string code_of(const ClientResponse& r) {
-  auto j = nlohmann::json::parse(r.body, nullptr, false);
-  if (j.is_discarded() || !j.contains("error")) return "(not an error body: " + r.body + ")";
-  return j["error"].value("code", "");
-}
 
 // Echoes method, path, query and body; counts calls.
 struct EchoServer {

@@ -19,12 +19,11 @@ namespace splash::http {
 namespace {
 
 using testing::RawClient;
+using testing::code_of;
+using testing::elapsed_ms;
 using Clock = std::chrono::steady_clock;
 using ms = std::chrono::milliseconds;
 
-long elapsed_ms(Clock::time_point since) {
-  return static_cast<long>(std::chrono::duration_cast<ms>(Clock::now() - since).count());
-}
 
 int count_entries(const char* dir) {
   DIR* d = opendir(dir);
@@ -39,11 +38,6 @@ int count_entries(const char* dir) {
 int thread_count() { return count_entries("/proc/self/task"); }
 int fd_count() { return count_entries("/proc/self/fd"); }
 
-std::string code_of(const testing::ClientResponse& r) {
-  auto j = nlohmann::json::parse(r.body, nullptr, false);
-  if (j.is_discarded() || !j.contains("error")) return "(not an error body: " + r.body + ")";
-  return j["error"].value("code", "");
-}
 
 struct OkServer {
   explicit OkServer(ServerOptions options = {}) {

@@ -17,12 +17,11 @@ namespace splash::http {
 namespace {
 
 using testing::RawClient;
+using testing::code_of;
+using testing::elapsed_ms;
 using Clock = std::chrono::steady_clock;
 using ms = std::chrono::milliseconds;
 
-long elapsed_ms(Clock::time_point since) {
-  return static_cast<long>(std::chrono::duration_cast<ms>(Clock::now() - since).count());
-}
 
 // The handler starts a stream and hands the writer over to the test (playing the engine), the way
 // the route layer hands it to an engine callback; it records disconnect notifications.
@@ -262,6 +261,10 @@ TEST(HttpStream, ConnectionCapAnswers503) {
   auto ra = a.read_response();
   ASSERT_TRUE(ra.has_value());
   EXPECT_EQ(ra->body, "ok");
+  // The slot is free once a's thread has finished (the client can read its response a moment
+  // before that).
+  auto deadline = Clock::now() + ms(3000);
+  while (s.server->stats().serving > 1 && Clock::now() < deadline) std::this_thread::sleep_for(ms(5));
   RawClient d(s.port());
   ASSERT_TRUE(d.send_bytes("GET /d HTTP/1.1\r\nHost: x\r\n\r\n"));
   auto wd = s.wait_writer(2);

@@ -17,6 +17,8 @@
 #include <string_view>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 namespace splash::http::testing {
 
 struct ClientResponse {
@@ -195,5 +197,17 @@ class RawClient {
   bool eof_ = false;
   std::string buf_;
 };
+
+inline long elapsed_ms(std::chrono::steady_clock::time_point since) {
+  return static_cast<long>(
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - since).count());
+}
+
+// The `error.code` of an OpenAI-shaped error body, or a note saying the body is not one.
+inline std::string code_of(const ClientResponse& r) {
+  auto j = nlohmann::json::parse(r.body, nullptr, false);
+  if (j.is_discarded() || !j.contains("error")) return "(not an error body: " + r.body + ")";
+  return j["error"].value("code", "");
+}
 
 }  // namespace splash::http::testing
