@@ -4,7 +4,11 @@ written from the published model definitions:
 * Layer schedule: `layer_types` ("linear_attention" / "full_attention") or every
   `full_attention_interval`-th layer full attention (default 4).
 * Zero-centred RMSNorm: y = x / rms(x) * (1 + w) for the layer norms, the final norm and the q/k
-  norms. GGUF files (llama.cpp's converter) store 1 + w already; safetensors store w.
+  norms. Where the 1 lives depends on who wrote the file (stored_gains_shifted below): transformers
+  checkpoints store w; llama.cpp's GGUF converter stores 1 + w; mlx-lm's sanitize() adds the 1 when it
+  meets the raw layout and rewrites that layout (conv1d [C, 1, K] -> [C, K, 1], per-expert tensors
+  stacked into switch_mlp, MTP tensors dropped), so a saved mlx-lm folder holds 1 + w and mlx-lm
+  uses it as the RMSNorm weight directly.
 * Gated full attention: q_proj yields [q | gate] per head (2 * head_dim rows per head); per-head
   q/k norms; RoPE on the first head_dim * partial_rotary_factor dims (rotate-half inside them);
   the attention output is multiplied by sigmoid(gate) before o_proj.
@@ -60,6 +64,20 @@ def _split_qkvz(m, qkvz, ba):
     return np.concatenate([q, k, v], axis=0), z, b, a
 
 
+def stored_gains_shifted(st, arch):
+    """True when a safetensors directory holds 1 + w (mlx-lm's sanitized layout), False for w
+    (transformers). mlx-lm shifts on load exactly when it sees the raw layout: qwen3_next when
+    per-expert tensors are present, qwen3_5 when a conv1d weight is not [C, K, 1] or MTP tensors are
+    present; a conv1d still [C, 1, K] can only be the raw layout."""
+    names = list(st.where)
+    for n in names:
+        if n.endswith("linear_attn.conv1d.weight") and st.raw(n)[0].shape[-1] != 1:
+            return False
+    if arch == "qwen3_next":
+        return not any(".mlp.experts." in n and n.split(".mlp.experts.")[1][:1].isdigit() for n in names)
+    return not any(n.startswith("mtp.") or ".mtp." in n for n in names)
+
+
 def load_hf_hybrid(m, st, c):
     """Fills m (dims already read) from a safetensors directory of qwen3_next / qwen3_5."""
     m.hybrid = True
@@ -69,7 +87,8 @@ def load_hf_hybrid(m, st, c):
     m.lin_nk, m.lin_dk = int(c["linear_num_key_heads"]), int(c["linear_key_head_dim"])
     m.lin_nv, m.lin_dv = int(c["linear_num_value_heads"]), int(c["linear_value_head_dim"])
     m.conv_k = int(c.get("linear_conv_kernel_dim", 4))
-    one = lambda w: 1.0 + w   # zero-centred norms
+    shift = 0.0 if stored_gains_shifted(st, m.arch) else 1.0
+    one = lambda w: shift + w   # zero-centred norms: the gain is 1 + w
     m.out_norm = one(m.out_norm)
     sparse = moe.sparse_layers(c, m.n_layers)
     for il in range(m.n_layers):

@@ -32,7 +32,7 @@ void grow(std::vector<float>& v, int64_t n) {
 }  // namespace
 
 void fold_zero_centred_norm(const WeightLoader& loader, std::vector<float>& w) {
-  if (loader.files().format() == ModelFormat::kGguf) return;
+  if (loader.files().zero_centred_gains_shifted()) return;
   for (float& v : w) v += 1.0f;
 }
 
