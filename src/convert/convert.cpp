@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "convert/hf_config_writer.h"
+#include "convert/safetensors_layout.h"
 #include "core/half.h"
 #include "core/sizes.h"
 #include "formats/gguf_config.h"
@@ -197,11 +198,12 @@ struct MlxPlan {
   std::optional<MlxQuantParams> params;  // nullopt: left unquantized
 };
 
-// Per-module quantization parameters: the requested ones, group 32 when the row length only allows
-// that, or none.
-MlxPlan plan_mlx(const ModelTensor& t, const std::optional<MlxQuantParams>& wanted) {
-  if (!wanted || t.shape.size() != 2) return {};
+// Per-module quantization parameters: the layout's own (mlx-lm's 8-bit routers), the requested
+// ones, group 32 when the row length only allows that, or none. Matrices and stacked experts only.
+MlxPlan plan_mlx(const LayoutTensor& t, const std::optional<MlxQuantParams>& wanted) {
+  if (!wanted || (t.shape.size() != 2 && t.shape.size() != 3)) return {};
   const uint64_t row = t.shape.back();
+  if (t.mlx_params && row % t.mlx_params->group_size == 0) return {t.mlx_params};
   if (row % wanted->group_size == 0) return {wanted};
   MlxQuantParams g32 = *wanted;
   g32.group_size = 32;
@@ -217,6 +219,8 @@ Result<ConvertReport> convert_to_safetensors(const ModelFiles& in, const Tokeniz
                                              const ConvertOptions& o) {
   if (!is_float_type(o.float_type)) return make_error("safetensors float type must be F32, F16 or BF16");
   if (o.mlx) SPLASH_TRY_STATUS(validate_mlx_quant_params(*o.mlx, "--bits/--group-size"));
+  SPLASH_TRY(std::vector<LayoutTensor> layout,
+             safetensors_layout(in, o.mlx.has_value(), [&o](const std::string& line) { note(o, line); }));
   std::error_code ec;
   if (fs::exists(dir, ec) && !(fs::is_directory(dir, ec) && fs::is_empty(dir, ec)))
     return make_error(dir, ": output directory exists and is not empty");
@@ -224,6 +228,7 @@ Result<ConvertReport> convert_to_safetensors(const ModelFiles& in, const Tokeniz
   if (ec) return make_error(dir, ": cannot create directory: ", ec.message());
 
   SPLASH_TRY(nlohmann::json config, hf_config_json(in.config()));
+  config.update(safetensors_layout_config(in, o.mlx.has_value()));
   nlohmann::json quant_block = nlohmann::json::object();
   if (o.mlx) {
     quant_block["group_size"] = o.mlx->group_size;
@@ -232,15 +237,15 @@ Result<ConvertReport> convert_to_safetensors(const ModelFiles& in, const Tokeniz
 
   ConvertReport report;
   std::vector<SafeTensorWrite> writes;
-  struct Quantized {
-    std::shared_ptr<MlxQuantized> q;
-  };
-  for (const ModelTensor& t : in.tensors()) {
+  // The producers point into `layout`, which outlives write_safetensors_checkpoint below.
+  for (const LayoutTensor& t : layout) {
     report.n_tensors++;
-    report.bytes_in += t.n_bytes();
+    for (const ModelTensor* s : t.sources) report.bytes_in += s->n_bytes();
+    uint64_t n_elems = 1;
+    for (uint64_t d : t.shape) n_elems *= d;
     const bool is_weight = t.name.size() > 7 && t.name.substr(t.name.size() - 7) == ".weight";
     MlxPlan plan = is_weight ? plan_mlx(t, o.mlx) : MlxPlan{};
-    const ModelTensor* tp = &t;
+    const LayoutTensor* tp = &t;
     if (!plan.params) {
       if (o.mlx && t.shape.size() == 2) {
         quant_block[module_of(t.name)] = false;
@@ -250,45 +255,50 @@ Result<ConvertReport> convert_to_safetensors(const ModelFiles& in, const Tokeniz
       sw.name = t.name;
       sw.dtype = o.float_type;
       sw.shape = t.shape;
-      sw.produce = [&in, tp, &o](ByteSink& sink) -> Status {
-        SPLASH_TRY(std::vector<float> v, in.read_f32(*tp));
+      sw.produce = [tp, &o](ByteSink& sink) -> Status {
+        SPLASH_TRY(std::vector<float> v, tp->values());
         note(o, str_cat(tp->name, " -> ", dtype_name(o.float_type)));
         return sink.write(encode_floats(v, o.float_type));
       };
-      report.bytes_out += t.n_elems() * dtype_traits(o.float_type).block_bytes;
+      report.bytes_out += n_elems * dtype_traits(o.float_type).block_bytes;
       writes.push_back(std::move(sw));
       continue;
     }
     const MlxQuantParams p = *plan.params;
     const std::string module = module_of(t.name);
-    if (p.group_size != o.mlx->group_size) {
+    if (p.group_size != o.mlx->group_size || p.bits != o.mlx->bits) {
       quant_block[module] = {{"group_size", p.group_size}, {"bits", p.bits}};
-      note(o, str_cat(module, ": rows of ", t.shape.back(), " values use group size ", p.group_size));
+      note(o, str_cat(module, ": ", p.bits, "-bit, group size ", p.group_size));
     }
-    const uint64_t rows = t.shape[0], cols = t.shape[1];
+    const uint64_t cols = t.shape.back(), rows = n_elems / cols;  // stacked experts: all rows of all experts
+    auto packed_shape = [&t](uint64_t last) {
+      std::vector<uint64_t> s = t.shape;
+      s.back() = last;
+      return s;
+    };
     // The weight's producer quantizes once; the scales and biases producers (called right after it,
     // in order) take their parts from the shared result.
     auto cache = std::make_shared<std::shared_ptr<MlxQuantized>>();
-    auto quantize = [&in, tp, p, rows, cols, cache, &o]() -> Status {
+    auto quantize = [tp, p, rows, cols, cache, &o]() -> Status {
       if (*cache) return {};
-      SPLASH_TRY(std::vector<float> v, in.read_f32(*tp));
+      SPLASH_TRY(std::vector<float> v, tp->values());
       SPLASH_TRY(MlxQuantized q, mlx_quantize(v, rows, cols, p, o.float_type));
       *cache = std::make_shared<MlxQuantized>(std::move(q));
       note(o, str_cat(tp->name, " -> MLX ", p.bits, "-bit group ", p.group_size));
       return {};
     };
-    SafeTensorWrite wq{t.name, DType::kU32, {rows, cols * p.bits / 32}, {}, nullptr};
+    SafeTensorWrite wq{t.name, DType::kU32, packed_shape(cols * p.bits / 32), {}, nullptr};
     wq.produce = [quantize, cache](ByteSink& sink) -> Status {
       SPLASH_TRY_STATUS(quantize());
       const auto& w = (*cache)->weight;
       return sink.write({reinterpret_cast<const uint8_t*>(w.data()), w.size() * sizeof(uint32_t)});
     };
-    SafeTensorWrite ws{module + ".scales", o.float_type, {rows, cols / p.group_size}, {}, nullptr};
+    SafeTensorWrite ws{module + ".scales", o.float_type, packed_shape(cols / p.group_size), {}, nullptr};
     ws.produce = [quantize, cache](ByteSink& sink) -> Status {
       SPLASH_TRY_STATUS(quantize());
       return sink.write((*cache)->scales);
     };
-    SafeTensorWrite wb{module + ".biases", o.float_type, {rows, cols / p.group_size}, {}, nullptr};
+    SafeTensorWrite wb{module + ".biases", o.float_type, packed_shape(cols / p.group_size), {}, nullptr};
     wb.produce = [quantize, cache](ByteSink& sink) -> Status {
       SPLASH_TRY_STATUS(quantize());
       Status s = sink.write((*cache)->biases);
