@@ -4,15 +4,15 @@ namespace splash {
 
 bool zero_centred_gains_stored_shifted(std::string_view architecture, const NormGainLayout& l) {
   if (l.gguf) return true;
-  // A conv1d still [C, 1, K] is the raw layout for both: mlx-lm moves the axis whenever it shifts,
-  // and its model would not load the unmoved tensor.
+  // mlx-lm moves conv1d to [C, K, 1] in the same sanitize() pass that adds the 1, and transformers
+  // never stores that shape, so the axis settles it whenever a linear-attention layer is present
+  // (whatever else the folder holds: mlx-lm versions that keep the MTP head shift its norms too).
   if (l.conv_axis_raw) return false;
-  // The rest mirrors the condition under which mlx-lm's sanitize() shifts (it then also rewrites
-  // the layout, so a saved mlx-lm folder never meets the condition again).
+  if (l.conv_axis_moved) return true;
+  // No conv1d to go by: mlx-lm's own markers of the raw layout.
   if (architecture == "qwen3_next") return !l.per_expert_tensors;
   if (architecture == "qwen3_5") return !l.mtp_tensors;
-  // Not a zero-centred architecture: nothing to decide; answer as the raw layout would.
-  return l.conv_axis_moved;
+  return false;  // not a zero-centred architecture: nothing to decide
 }
 
 }  // namespace splash

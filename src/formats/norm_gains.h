@@ -4,9 +4,9 @@
 //   * Hugging Face (transformers) original: w. conv1d.weight [C, 1, K]; Qwen3-Next keeps one tensor
 //     per expert (mlp.experts.<e>.*); Qwen3.5 ships its MTP head (mtp.*).
 //   * mlx-lm conversion: 1 + w. Its sanitize() adds 1 to input/post-attention layernorms, model.norm,
-//     q_norm and k_norm exactly when it meets the raw layout (qwen3_next: per-expert tensors;
-//     qwen3_5: conv1d not yet [C, K, 1], or MTP tensors, which it then drops), moves conv1d to
-//     [C, K, 1] and stacks the experts into switch_mlp; the saved folder is read as is.
+//     q_norm and k_norm when it meets the raw layout (qwen3_next: per-expert tensors; qwen3_5:
+//     conv1d not yet [C, K, 1], in some versions also MTP tensors), and in the same pass moves conv1d
+//     to [C, K, 1] and stacks the experts into switch_mlp; the saved folder is read as is.
 //   * llama.cpp GGUF: 1 + w (convert_hf_to_gguf adds 1 to the same norms).
 // linear_attn.norm (the gated norm of the DeltaNet output) is a plain gain in every layout.
 // This is the one place Splash decides it; every block that loads such a norm asks ModelFiles.

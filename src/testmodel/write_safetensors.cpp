@@ -142,12 +142,11 @@ Status write_safetensors_model(const TestModelSpec& spec, const TokenizerData& t
   std::vector<SafeTensorWrite> writes;
   const std::vector<TensorPlan> plan = plan_tensors(spec, n_vocab);
   // An MLX folder is what mlx-lm's sanitize() leaves: conv1d moved to [C, K, 1], experts stacked
-  // (switch_mlp, below) and the zero-centred norm gains stored as 1 + w, unless the layout still
-  // reads as raw to mlx-lm (a qwen3_5 file with MTP tensors), in which case mlx-lm adds the 1.
+  // (switch_mlp, below) and the zero-centred norm gains stored as the loader's rule says that
+  // layout stores them (1 + w).
   const bool mlx = spec.mlx_bits != 0;
   const bool shift_gains =
-      mlx && spec.hybrid() &&
-      zero_centred_gains_stored_shifted(spec.arch, {.conv_axis_moved = true, .mtp_tensors = spec.n_mtp_layers > 0});
+      mlx && spec.hybrid() && zero_centred_gains_stored_shifted(spec.arch, {.conv_axis_moved = true});
   for (const TensorPlan& t0 : plan) {
     TensorPlan shifted = t0;
     if (mlx && t0.kind == TensorKind::kConv && t0.shape.size() == 3) shifted.shape = {t0.shape[0], t0.shape[2], 1};

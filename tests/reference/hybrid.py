@@ -66,13 +66,17 @@ def _split_qkvz(m, qkvz, ba):
 
 def stored_gains_shifted(st, arch):
     """True when a safetensors directory holds 1 + w (mlx-lm's sanitized layout), False for w
-    (transformers). mlx-lm shifts on load exactly when it sees the raw layout: qwen3_next when
-    per-expert tensors are present, qwen3_5 when a conv1d weight is not [C, K, 1] or MTP tensors are
-    present; a conv1d still [C, 1, K] can only be the raw layout."""
+    (transformers). mlx-lm adds the 1 in the same pass that moves conv1d from [C, 1, K] to [C, K, 1],
+    a shape transformers never writes, so that axis decides; without a conv1d, mlx-lm's own markers
+    of the raw layout: per-expert tensors (qwen3_next), MTP tensors (qwen3_5)."""
     names = list(st.where)
     for n in names:
-        if n.endswith("linear_attn.conv1d.weight") and st.raw(n)[0].shape[-1] != 1:
-            return False
+        if n.endswith("linear_attn.conv1d.weight"):
+            shape = st.raw(n)[0].shape
+            if shape[-1] != 1:
+                return False
+            if len(shape) == 3 and shape[1] > 1:
+                return True
     if arch == "qwen3_next":
         return not any(".mlp.experts." in n and n.split(".mlp.experts.")[1][:1].isdigit() for n in names)
     return not any(n.startswith("mtp.") or ".mtp." in n for n in names)

@@ -14,7 +14,7 @@ qwen3_5_moe) it writes under OUT/<case>/:
         [C, K, 1], experts stacked into mlp.switch_mlp.{gate,up,down}_proj [E, rows, cols], the MoE
         router (mlp.gate) and mlp.shared_expert_gate at 8 bits (its quant_predicate), every other
         Linear/Embedding whose rows are whole groups quantized, BF16 scales, biases and plain
-        tensors, tied lm_head dropped, Qwen3.5 under language_model.model.* / language_model.lm_head,
+        tensors (A_log kept F32), tied lm_head dropped, Qwen3.5 under language_model.model.* / language_model.lm_head,
         config.json with the quantization block (and its quantization_config copy).
   tokens.txt       the prompt (comma-separated ids)
   ref_logits.npy   [n_tokens, vocab] float32: the reference on hf/ (raw weights, 1 + w)
@@ -243,7 +243,7 @@ def mlx_tensors(r):
             dtypes[module + ".scales"] = dtypes[module + ".biases"] = "BF16"
         else:
             out[n] = a
-            dtypes[n] = "BF16"
+            dtypes[n] = "F32" if n.endswith("A_log") else "BF16"   # cast_predicate keeps A_log
     return out, dtypes, quant
 
 
