@@ -24,6 +24,8 @@ written from the published model definitions:
   Qwen3-Next packs q/k/v/z in `in_proj_qkvz` grouped by key head ([q_g k_g v_g z_g] for each key
   head g, v_g/z_g holding that head's nv/nk value heads) and b/a in `in_proj_ba` ([b_g a_g]);
   Qwen3.5 stores `in_proj_qkv` ([q all heads | k | v]), `in_proj_z`, `in_proj_b`, `in_proj_a`.
+  llama.cpp's current qwen3next GGUF splits in_proj_qkvz that way too (attn_qkv, attn_gate) but keeps
+  b/a grouped (ssm_ba); its older files keep ssm_in / ssm_ba as Hugging Face groups them.
 * MoE variants (Qwen3-Next, Qwen3.5-MoE: config num_experts > 0; GGUF qwen3next with
   expert_count, qwen35moe): the MLP after each mixer is moe.py's block (router, top-k, gated shared
   expert) on the layers moe.sparse_layers marks (GGUF: those with ffn_gate_inp), a dense SwiGLU on
@@ -148,6 +150,14 @@ def load_gguf_hybrid(m, g, arch):
         else:
             if p + "ssm_in.weight" in g.tensors:
                 qkv, z, b, al = _split_qkvz(m, t(p + "ssm_in.weight"), t(p + "ssm_ba.weight"))
+            elif p + "ssm_ba.weight" in g.tensors:
+                # llama.cpp's current qwen3next converter: in_proj_qkvz split into [q | k | v]
+                # (attn_qkv) and z (attn_gate), value heads still grouped by key head; b/a kept
+                # grouped per key head in ssm_ba ([b_g a_g]).
+                qkv, z = t(p + "attn_qkv.weight"), t(p + "attn_gate.weight")
+                r = m.lin_nv // m.lin_nk
+                gb = t(p + "ssm_ba.weight").reshape(m.lin_nk, 2 * r, -1)
+                b, al = gb[:, :r].reshape(m.lin_nv, -1), gb[:, r:].reshape(m.lin_nv, -1)
             else:
                 qkv, z = t(p + "attn_qkv.weight"), t(p + "attn_gate.weight")
                 b, al = t(p + "ssm_beta.weight"), t(p + "ssm_alpha.weight")

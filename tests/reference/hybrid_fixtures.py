@@ -16,6 +16,10 @@ qwen3_5_moe) it writes under OUT/<case>/:
         Linear/Embedding whose rows are whole groups quantized, BF16 scales, biases and plain
         tensors (A_log kept F32), tied lm_head dropped, Qwen3.5 under language_model.model.* / language_model.lm_head,
         config.json with the quantization block (and its quantization_config copy).
+  gguf/model.gguf  what llama.cpp's convert_hf_to_gguf (conversion/qwen.py) writes, F32: norm gains
+        1 + w (not linear_attn.norm), ssm_a = -exp(A_log), conv1d squeezed to [C, K], experts stacked
+        (ffn_*_exps), Qwen3-Next's in_proj_qkvz split into attn_qkv + attn_gate with ssm_ba kept
+        grouped, Qwen3.5's value heads tiled (qwen35 / qwen35moe).
   tokens.txt       the prompt (comma-separated ids)
   ref_logits.npy   [n_tokens, vocab] float32: the reference on hf/ (raw weights, 1 + w)
   ref_greedy.txt   N_GREEDY greedy continuation ids from the reference on hf/
@@ -23,11 +27,12 @@ The raw weights are chosen so that both layouts hold exactly the same values: ma
 dequantized values of the MLX codes written to mlx/, norm gains multiples of 1/64 (w and 1 + w both exact in BF16), the other
 vectors BF16-rounded.
 
-Usage: hybrid_fixtures.py OUT_DIR [--check]   (--check: the reference on mlx/ must equal hf/)
+Usage: hybrid_fixtures.py OUT_DIR [--check]   (--check: the reference on mlx/ and gguf/ must equal hf/)
 """
 
 import json
 import os
+import struct
 import sys
 
 import numpy as np
@@ -177,7 +182,8 @@ def text_config(arch, moe):
     c.update(model_type="qwen3_5_moe_text" if moe else "qwen3_5_text", attn_output_gate=True,
              layer_types=["full_attention" if (il + 1) % 4 == 0 else "linear_attention"
                           for il in range(d["n_layers"])],
-             rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.25},
+             rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.25,
+                              "mrope_interleaved": True, "mrope_section": [2, 1, 1]},
              mtp_num_hidden_layers=1)
     return c
 
@@ -247,6 +253,133 @@ def mlx_tensors(r):
     return out, dtypes, quant
 
 
+def _tiled(a, axis, nk, r, hd):
+    """llama.cpp's grouped -> tiled reorder of value heads along `axis` ([nk, r, hd] -> [r, nk, hd])."""
+    a = np.moveaxis(a, axis, 0)
+    rest = a.shape[1:]
+    a = a.reshape(nk, r, hd, *rest).swapaxes(0, 1).reshape(nk * r * hd, *rest)
+    return np.ascontiguousarray(np.moveaxis(a, 0, axis))
+
+
+def gguf_tensors(r):
+    """What llama.cpp's convert_hf_to_gguf (conversion/qwen.py) writes, F32: norms + 1 (not
+    linear_attn.norm), ssm_a = -exp(A_log), conv1d squeezed, experts stacked, Qwen3-Next's
+    in_proj_qkvz split into attn_qkv / attn_gate (ssm_ba kept grouped), Qwen3.5's value heads tiled."""
+    d = DIMS
+    nk, dk, nv, dv = d["nk"], d["dk"], d["nv"], d["dv"]
+    rr, kd = nv // nk, nk * dk
+    tile = r.arch == "qwen3_5" and nv != nk
+    out = {}
+    w = r.w
+    out["token_embd.weight"] = w["model.embed_tokens.weight"]
+    out["output_norm.weight"] = w["model.norm.weight"] + 1
+    if "lm_head.weight" in w:
+        out["output.weight"] = w["lm_head.weight"]
+    for il in range(d["n_layers"]):
+        p, b = f"model.layers.{il}.", f"blk.{il}."
+        out[b + "attn_norm.weight"] = w[p + "input_layernorm.weight"] + 1
+        out[b + "post_attention_norm.weight"] = w[p + "post_attention_layernorm.weight"] + 1
+        if (il + 1) % 4 == 0:
+            a = p + "self_attn."
+            for hf, gg in (("q_proj", "attn_q"), ("k_proj", "attn_k"), ("v_proj", "attn_v"), ("o_proj", "attn_output")):
+                out[b + gg + ".weight"] = w[a + hf + ".weight"]
+            out[b + "attn_q_norm.weight"] = w[a + "q_norm.weight"] + 1
+            out[b + "attn_k_norm.weight"] = w[a + "k_norm.weight"] + 1
+        else:
+            a = p + "linear_attn."
+            conv = w[a + "conv1d.weight"].reshape(-1, d["conv_k"])
+            A, dt = -np.exp(w[a + "A_log"].astype(np.float64)).astype(np.float32), w[a + "dt_bias"]
+            out_proj = w[a + "out_proj.weight"]
+            if r.arch == "qwen3_next":
+                g = w[a + "in_proj_qkvz.weight"].reshape(nk, 2 * dk + 2 * rr * dv, -1)
+                q, k = g[:, :dk].reshape(kd, -1), g[:, dk:2 * dk].reshape(kd, -1)
+                v = g[:, 2 * dk:2 * dk + rr * dv].reshape(nv * dv, -1)
+                out[b + "attn_qkv.weight"] = np.concatenate([q, k, v])
+                out[b + "attn_gate.weight"] = np.ascontiguousarray(g[:, 2 * dk + rr * dv:].reshape(nv * dv, -1))
+                out[b + "ssm_ba.weight"] = w[a + "in_proj_ba.weight"]
+            else:
+                qkv, z = w[a + "in_proj_qkv.weight"], w[a + "in_proj_z.weight"]
+                bb, aa = w[a + "in_proj_b.weight"], w[a + "in_proj_a.weight"]
+                if tile:
+                    qkv = np.concatenate([qkv[:2 * kd], _tiled(qkv[2 * kd:], 0, nk, rr, dv)])
+                    z, bb, aa = _tiled(z, 0, nk, rr, dv), _tiled(bb, 0, nk, rr, 1), _tiled(aa, 0, nk, rr, 1)
+                    A, dt = _tiled(A, 0, nk, rr, 1), _tiled(dt, 0, nk, rr, 1)
+                    conv = np.concatenate([conv[:2 * kd], _tiled(conv[2 * kd:], 0, nk, rr, dv)])
+                    out_proj = _tiled(out_proj, 1, nk, rr, dv)
+                out[b + "attn_qkv.weight"], out[b + "attn_gate.weight"] = qkv, z
+                out[b + "ssm_beta.weight"], out[b + "ssm_alpha.weight"] = bb, aa
+            out[b + "ssm_conv1d.weight"] = conv
+            out[b + "ssm_a"] = A
+            out[b + "ssm_dt.bias"] = dt
+            out[b + "ssm_norm.weight"] = w[a + "norm.weight"]
+            out[b + "ssm_out.weight"] = out_proj
+        m = p + "mlp."
+        if r.moe:
+            out[b + "ffn_gate_inp.weight"] = w[m + "gate.weight"]
+            for proj in ("gate", "up", "down"):
+                out[b + f"ffn_{proj}_exps.weight"] = w[m + f"experts.{proj}_proj"]
+                out[b + f"ffn_{proj}_shexp.weight"] = w[m + f"shared_expert.{proj}_proj.weight"]
+            out[b + "ffn_gate_inp_shexp.weight"] = w[m + "shared_expert_gate.weight"]
+        else:
+            for proj in ("gate", "up", "down"):
+                out[b + f"ffn_{proj}.weight"] = w[m + f"{proj}_proj.weight"]
+    return out
+
+
+def gguf_metadata(arch, moe):
+    d = DIMS
+    ga = "qwen3next" if arch == "qwen3_next" else ("qwen35moe" if moe else "qwen35")
+    kv = {"general.architecture": ga, "general.name": "tiny"}
+    P = ga + "."
+    kv.update({P + "block_count": d["n_layers"], P + "context_length": 4096, P + "embedding_length": d["dim"],
+               P + "feed_forward_length": d["n_ff"], P + "attention.head_count": d["n_head"],
+               P + "attention.head_count_kv": d["n_kv"], P + "attention.key_length": d["head_dim"],
+               P + "attention.value_length": d["head_dim"], P + "rope.freq_base": 10000.0,
+               P + "attention.layer_norm_rms_epsilon": 1e-6, P + "ssm.conv_kernel": d["conv_k"],
+               P + "ssm.state_size": d["dk"], P + "ssm.group_count": d["nk"], P + "ssm.time_step_rank": d["nv"],
+               P + "ssm.inner_size": d["nv"] * d["dv"], P + "full_attention_interval": 4,
+               P + "rope.dimension_count": d["head_dim"] // 4})
+    if moe:
+        kv.update({P + "expert_count": d["n_exp"], P + "expert_used_count": d["top_k"],
+                   P + "expert_feed_forward_length": d["f_exp"], P + "expert_shared_feed_forward_length": d["f_shared"],
+                   P + "expert_weights_norm": True})
+    if ga != "qwen3next":
+        kv[P + "rope.dimension_sections"] = [2, 1, 1, 0]
+    return kv
+
+
+def write_gguf(path, kv, tensors):
+    """GGUF v3, F32 tensors, 32-byte alignment."""
+    def s(x):
+        b = x.encode()
+        return struct.pack("<Q", len(b)) + b
+
+    def value(v):
+        if isinstance(v, bool):
+            return struct.pack("<I?", 7, v)
+        if isinstance(v, str):
+            return struct.pack("<I", 8) + s(v)
+        if isinstance(v, float):
+            return struct.pack("<If", 6, v)
+        if isinstance(v, int):
+            return struct.pack("<II", 4, v)
+        return struct.pack("<IIQ", 9, 4, len(v)) + b"".join(struct.pack("<I", x) for x in v)
+
+    head = b"GGUF" + struct.pack("<IQQ", 3, len(tensors), len(kv))
+    head += b"".join(s(k) + value(v) for k, v in kv.items())
+    datas, off = [], 0
+    for name, a in tensors.items():
+        a = np.ascontiguousarray(a, dtype=np.float32)
+        head += s(name) + struct.pack("<I", a.ndim) + b"".join(struct.pack("<Q", x) for x in reversed(a.shape))
+        head += struct.pack("<IQ", 0, off)
+        datas.append(a.tobytes())
+        off += (len(datas[-1]) + 31) // 32 * 32
+    with open(path, "wb") as f:
+        f.write(head + b"\0" * ((32 - len(head) % 32) % 32))
+        for b in datas:
+            f.write(b + b"\0" * ((32 - len(b) % 32) % 32))
+
+
 def write_case(out_dir, name, arch, moe, seed):
     r = make_raw(arch, moe, seed)
     d = os.path.join(out_dir, name)
@@ -258,6 +391,8 @@ def write_case(out_dir, name, arch, moe, seed):
     with open(os.path.join(mdir, "config.json"), "w") as f:
         json.dump(dict(cfg, quantization=quant, quantization_config=quant), f, indent=2)
     testfiles.write_safetensors(os.path.join(mdir, "model.safetensors"), t, dtypes)
+    os.makedirs(os.path.join(d, "gguf"), exist_ok=True)
+    write_gguf(os.path.join(d, "gguf", "model.gguf"), gguf_metadata(arch, moe), gguf_tensors(r))
     m = ref_model.load(os.path.join(d, "hf"))
     logits = ref_model.forward(m, PROMPT).astype(np.float32)
     np.save(os.path.join(d, "ref_logits.npy"), logits)
@@ -296,11 +431,12 @@ def main():
     for name, arch, moe, seed in CASES:
         d, logits = write_case(out_dir, name, arch, moe, seed)
         if check:
-            mlx = ref_model.forward(ref_model.load(os.path.join(d, "mlx")), PROMPT)
-            err = float(np.abs(mlx - logits).max() / np.abs(logits).max())
-            ok = err < 1e-5
-            failed |= not ok
-            print(f"{'ok  ' if ok else 'FAIL'} {name}: reference on mlx/ vs hf/ rel err {err:.2e}", flush=True)
+            for other in ("mlx", "gguf/model.gguf"):
+                got = ref_model.forward(ref_model.load(os.path.join(d, other)), PROMPT)
+                err = float(np.abs(got - logits).max() / np.abs(logits).max())
+                ok = err < 1e-5
+                failed |= not ok
+                print(f"{'ok  ' if ok else 'FAIL'} {name}: reference on {other} vs hf/ rel err {err:.2e}", flush=True)
     return 1 if failed else 0
 
 

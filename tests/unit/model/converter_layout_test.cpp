@@ -1,6 +1,6 @@
 // Hybrid checkpoints as the defining tools lay them out, written by the independent reference's
 // tests/reference/hybrid_fixtures.py (not by Splash's generator): a transformers folder (norm gains
-// w, conv1d [C, 1, K], per-expert or fused experts) and the mlx-lm conversion of the same weights
+// w, conv1d [C, 1, K], per-expert or fused experts), llama.cpp's GGUF, and the mlx-lm conversion of the same weights
 // (gains 1 + w, conv1d [C, K, 1], switch_mlp experts, 8-bit routers, BF16 scales, Qwen3.5 under
 // language_model.*). Both must give the reference's logits and greedy tokens; reading the mlx-lm
 // folder's gains as w (adding 1 again) moves every logit and the greedy tokens.
@@ -77,6 +77,10 @@ class HybridConverterLayouts : public ::testing::TestWithParam<std::string> {
 
 TempDir* HybridConverterLayouts::dir_ = nullptr;
 bool HybridConverterLayouts::made_ = false;
+
+// llama.cpp's GGUF (F32): 1 + w stored, A stored, split qkv with grouped ssm_ba (Qwen3-Next),
+// tiled value heads (Qwen3.5).
+TEST_P(HybridConverterLayouts, LlamaCppGguf) { check("gguf/model.gguf", "", true, 1e-4); }
 
 // transformers' folder: F32, only the f32 summation order differs from the float64 reference.
 TEST_P(HybridConverterLayouts, TransformersFolder) { check("hf", "", false, 1e-4); }
