@@ -1,6 +1,7 @@
 #include "convert/safetensors_layout.h"
 
 #include <map>
+#include <memory>
 #include <string_view>
 
 #include "formats/norm_gains.h"
@@ -177,9 +178,21 @@ Result<std::vector<LayoutTensor>> safetensors_layout(const ModelFiles& in, bool 
       // switch_mlp -> transformers: Qwen3-Next one tensor per expert, Qwen3.5-MoE fused.
       const std::string proj = n.substr(sw + 16, n.size() - sw - 16 - 7);
       if (next) {
-        for (uint64_t e = 0; e < n_exp; ++e)
-          out.push_back({str_cat(mlp, "experts.", e, ".", proj, ".weight"), {rows, cols}, {&t},
-                         stack(in, {{{&t, e * rows, rows}}}), std::nullopt});
+        // The experts are written one after another: the stacked tensor is read once, for the
+        // first, and dropped after the last.
+        auto all = std::make_shared<std::vector<float>>();
+        for (uint64_t e = 0; e < n_exp; ++e) {
+          Values one = [&in, tp = &t, all, e, rows, cols, n_exp]() -> Result<std::vector<float>> {
+            if (all->empty()) {
+              SPLASH_TRY(*all, in.read_f32(*tp));
+            }
+            const float* p = all->data() + e * rows * cols;
+            std::vector<float> v(p, p + rows * cols);
+            if (e + 1 == n_exp) std::vector<float>().swap(*all);
+            return v;
+          };
+          out.push_back({str_cat(mlp, "experts.", e, ".", proj, ".weight"), {rows, cols}, {&t}, one, std::nullopt});
+        }
         continue;
       }
       if (proj == "up_proj") continue;
