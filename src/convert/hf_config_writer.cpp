@@ -9,14 +9,12 @@ Result<nlohmann::json> hf_config_json(const ModelConfig& c) {
   else if (c.architecture == "qwen3") arch = "Qwen3ForCausalLM";
   else if (c.architecture == "qwen3_moe") arch = "Qwen3MoeForCausalLM";
   else if (c.architecture == "qwen3_next") arch = "Qwen3NextForCausalLM";
-  else if (c.architecture == "qwen3_5") arch = c.n_expert > 0 ? "Qwen3_5MoeForCausalLM" : "Qwen3_5ForCausalLM";
+  else if (c.architecture == "qwen3_5") arch = "Qwen3_5ForCausalLM";  // the text model; wrapped below
   else return make_error("cannot write config.json for architecture '", c.architecture,
                          "' yet (supported: llama, qwen2, qwen3, qwen3_moe, qwen3_next, qwen3_5)");
   nlohmann::json j;
   j["architectures"] = {arch};
-  // Qwen3.5-MoE has its own model_type (mlx-lm picks its model file by it); the text-only flat
-  // config reads as the text model's in transformers and mlx-lm.
-  j["model_type"] = c.architecture == "qwen3_5" && c.n_expert > 0 ? std::string("qwen3_5_moe") : c.architecture;
+  j["model_type"] = c.architecture;
   j["vocab_size"] = c.n_vocab;
   j["hidden_size"] = c.n_embd;
   j["intermediate_size"] = c.n_ff;
@@ -90,6 +88,22 @@ Result<nlohmann::json> hf_config_json(const ModelConfig& c) {
   if (c.eos_token_ids.size() == 1) j["eos_token_id"] = c.eos_token_ids[0];
   else if (!c.eos_token_ids.empty()) j["eos_token_id"] = c.eos_token_ids;
   j["torch_dtype"] = "float32";
+  if (c.architecture == "qwen3_5") {
+    // Qwen3.5 ships as a multimodal class whose config nests the text model's under text_config
+    // (transformers' and mlx-lm's folders both carry it so); the text weights sit under
+    // model.language_model.* / language_model.model.* accordingly (convert/safetensors_layout.cpp).
+    const bool moe = c.n_expert > 0;
+    j["model_type"] = moe ? "qwen3_5_moe_text" : "qwen3_5_text";
+    j.erase("architectures");
+    nlohmann::json top;
+    top["architectures"] = {moe ? "Qwen3_5MoeForConditionalGeneration" : "Qwen3_5ForConditionalGeneration"};
+    top["model_type"] = moe ? "qwen3_5_moe" : "qwen3_5";
+    top["tie_word_embeddings"] = c.tie_embeddings;
+    for (const char* k : {"bos_token_id", "eos_token_id"})
+      if (j.contains(k)) top[k] = j[k];
+    top["text_config"] = std::move(j);
+    return top;
+  }
   return j;
 }
 

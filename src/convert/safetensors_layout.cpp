@@ -95,8 +95,12 @@ Result<std::vector<LayoutTensor>> safetensors_layout(const ModelFiles& in, bool 
   const bool out_shifted = zero_centred_gains_stored_shifted(
       c.architecture, mlx ? NormGainLayout{.conv_axis_moved = true} : NormGainLayout{.conv_axis_raw = true});
   const float gain_delta = (out_shifted ? 1.0f : 0.0f) - (in.zero_centred_gains_shifted() ? 1.0f : 0.0f);
+  // Qwen3.5's text model inside the multimodal class: transformers model.language_model.* (lm_head
+  // at the top), mlx-lm language_model.model.* / language_model.lm_head.
   auto out_name = [&](const std::string& n) {
-    if (mlx && !next && (n.starts_with("model.") || n.starts_with("lm_head."))) return "language_model." + n;
+    if (next) return n;
+    if (mlx && (n.starts_with("model.") || n.starts_with("lm_head."))) return "language_model." + n;
+    if (!mlx && n.starts_with("model.")) return "model.language_model." + n.substr(6);
     return n;
   };
   // Experts of each MoE block, whatever the input layout: name -> tensor per expert and projection.
@@ -124,7 +128,7 @@ Result<std::vector<LayoutTensor>> safetensors_layout(const ModelFiles& in, bool 
           return make_error(in.path(), ": expert ", e, " of ", pe->mlp, "experts.*.", pe->proj, " is missing or has another shape");
       const uint64_t rows = t.shape[0], cols = t.shape[1];
       if (!mlx && next) {  // transformers' Qwen3-Next layout already
-        for (const ModelTensor* p : parts) out.push_back({p->name, p->shape, {p}, read(in, p), std::nullopt});
+        for (const ModelTensor* p : parts) out.push_back({out_name(p->name), p->shape, {p}, read(in, p), std::nullopt});
         continue;
       }
       std::vector<std::vector<Slice>> slices;
@@ -137,7 +141,7 @@ Result<std::vector<LayoutTensor>> safetensors_layout(const ModelFiles& in, bool 
       // transformers' Qwen3.5-MoE: gate and up fused per expert, down stacked.
       if (pe->proj == "up_proj") continue;
       if (pe->proj == "down_proj") {
-        out.push_back({pe->mlp + "experts.down_proj", {parts.size(), rows, cols}, parts, stack(in, slices), std::nullopt});
+        out.push_back({out_name(pe->mlp + "experts.down_proj"), {parts.size(), rows, cols}, parts, stack(in, slices), std::nullopt});
         continue;
       }
       const auto& up = per_expert_in[pe->mlp]["up_proj"];
@@ -147,7 +151,7 @@ Result<std::vector<LayoutTensor>> safetensors_layout(const ModelFiles& in, bool 
         slices[e].push_back({up[e], 0, up[e]->shape[0]});
         srcs.push_back(up[e]);
       }
-      out.push_back({pe->mlp + "experts.gate_up_proj", {parts.size(), 2 * rows, cols}, srcs, stack(in, slices),
+      out.push_back({out_name(pe->mlp + "experts.gate_up_proj"), {parts.size(), 2 * rows, cols}, srcs, stack(in, slices),
                      std::nullopt});
       continue;
     }
@@ -172,7 +176,7 @@ Result<std::vector<LayoutTensor>> safetensors_layout(const ModelFiles& in, bool 
         continue;
       }
       if (fused) {  // transformers' Qwen3.5-MoE layout already
-        out.push_back({n, t.shape, {&t}, read(in, &t), std::nullopt});
+        out.push_back({out_name(n), t.shape, {&t}, read(in, &t), std::nullopt});
         continue;
       }
       // switch_mlp -> transformers: Qwen3-Next one tensor per expert, Qwen3.5-MoE fused.
@@ -191,20 +195,20 @@ Result<std::vector<LayoutTensor>> safetensors_layout(const ModelFiles& in, bool 
             if (e + 1 == n_exp) std::vector<float>().swap(*all);
             return v;
           };
-          out.push_back({str_cat(mlp, "experts.", e, ".", proj, ".weight"), {rows, cols}, {&t}, one, std::nullopt});
+          out.push_back({out_name(str_cat(mlp, "experts.", e, ".", proj, ".weight")), {rows, cols}, {&t}, one, std::nullopt});
         }
         continue;
       }
       if (proj == "up_proj") continue;
       if (proj == "down_proj") {
-        out.push_back({mlp + "experts.down_proj", t.shape, {&t}, read(in, &t), std::nullopt});
+        out.push_back({out_name(mlp + "experts.down_proj"), t.shape, {&t}, read(in, &t), std::nullopt});
         continue;
       }
       const ModelTensor* up = in.find(mlp + "switch_mlp.up_proj.weight");
       if (up == nullptr || up->shape != t.shape) return make_error(in.path(), ": ", mlp, "switch_mlp.up_proj.weight is missing");
       std::vector<std::vector<Slice>> slices;
       for (uint64_t e = 0; e < n_exp; ++e) slices.push_back({{&t, e * rows, rows}, {up, e * rows, rows}});
-      out.push_back({mlp + "experts.gate_up_proj", {n_exp, 2 * rows, cols}, {&t, up}, stack(in, slices), std::nullopt});
+      out.push_back({out_name(mlp + "experts.gate_up_proj"), {n_exp, 2 * rows, cols}, {&t, up}, stack(in, slices), std::nullopt});
       continue;
     }
     LayoutTensor o{out_name(n), t.shape, {&t}, read(in, &t), std::nullopt};
