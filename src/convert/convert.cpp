@@ -228,7 +228,7 @@ Result<ConvertReport> convert_to_safetensors(const ModelFiles& in, const Tokeniz
   if (ec) return make_error(dir, ": cannot create directory: ", ec.message());
 
   SPLASH_TRY(nlohmann::json config, hf_config_json(in.config()));
-  config.update(safetensors_layout_config(in, o.mlx.has_value()));
+  (config.contains("text_config") ? config["text_config"] : config).update(safetensors_layout_config(in, o.mlx.has_value()));
   nlohmann::json quant_block = nlohmann::json::object();
   if (o.mlx) {
     quant_block["group_size"] = o.mlx->group_size;
