@@ -1,5 +1,7 @@
 #include "convert/convert.h"
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -12,6 +14,7 @@
 #include "core/sizes.h"
 #include "formats/gguf_config.h"
 #include "formats/gguf_writer.h"
+#include "formats/norm_gains.h"
 #include "formats/quant/quantize.h"
 #include "formats/safetensors_writer.h"
 #include "formats/tensor_names.h"
@@ -66,10 +69,51 @@ bool is_qk_projection(const std::string& name) {
   return name.find("self_attn.q_proj.") != std::string::npos || name.find("self_attn.k_proj.") != std::string::npos;
 }
 
-// Reads a tensor as f32 in the layout the output format stores: GGUF llama keeps q/k interleaved.
+// llama.cpp's qwen35 / qwen35moe converter tiles the value heads: [nk, r, width] -> [r, nk, width]
+// along rows (`row_len` values each) from row `first` on, or along columns when `cols` is set.
+void tile_value_heads(std::vector<float>& v, uint64_t row_len, uint64_t first, const ModelConfig& c, uint64_t width,
+                      bool cols) {
+  const uint64_t nk = c.linear_n_key_heads, r = c.linear_n_value_heads / c.linear_n_key_heads;
+  const std::vector<float> src = v;
+  const uint64_t rows = v.size() / row_len;
+  auto to = [&](uint64_t i) {  // grouped index (key head g, copy j, element w) -> tiled index
+    const uint64_t g = i / (r * width), j = i / width % r, w = i % width;
+    return (j * nk + g) * width + w;
+  };
+  if (!cols) {
+    for (uint64_t i = 0; i < nk * r * width && first + i < rows; ++i)
+      std::copy_n(&src[(first + i) * row_len], row_len, &v[(first + to(i)) * row_len]);
+    return;
+  }
+  for (uint64_t row = 0; row < rows; ++row)
+    for (uint64_t i = 0; i < nk * r * width; ++i) v[row * row_len + to(i)] = src[row * row_len + i];
+}
+
+// Reads a tensor as f32 in the layout the output format stores: GGUF llama keeps q/k interleaved;
+// the hybrids as llama.cpp's converter writes them (gains 1 + w, ssm_a = -exp(A_log), Qwen3.5's value
+// heads tiled; docs/ADDING_A_MODEL.md, "Layout conventions per format").
 Result<std::vector<float>> values_for_gguf(const ModelFiles& in, const ModelTensor& t) {
   SPLASH_TRY(std::vector<float> v, in.read_f32(t));
   const ModelConfig& c = in.config();
+  if ((c.architecture == "qwen3_next" || c.architecture == "qwen3_5") && in.format() != ModelFormat::kGguf) {
+    const std::string& n = t.name;
+    if (is_zero_centred_norm_name(n) && !in.zero_centred_gains_shifted())
+      for (float& x : v) x += 1.0f;
+    if (ends_with(n, "linear_attn.A_log"))
+      for (float& x : v) x = -std::exp(x);
+    if (c.architecture == "qwen3_5" && c.linear_n_value_heads > c.linear_n_key_heads &&
+        n.find("linear_attn.") != std::string::npos) {
+      const uint64_t kd2 = 2ull * c.linear_n_key_heads * c.linear_key_head_dim, dv = c.linear_value_head_dim;
+      const uint64_t row_len = t.shape.size() > 1 ? t.n_elems() / t.shape[0] : 1;
+      if (ends_with(n, "in_proj_qkv.weight")) tile_value_heads(v, row_len, kd2, c, dv, false);
+      if (ends_with(n, "in_proj_z.weight")) tile_value_heads(v, row_len, 0, c, dv, false);
+      if (ends_with(n, "in_proj_b.weight") || ends_with(n, "in_proj_a.weight")) tile_value_heads(v, row_len, 0, c, 1, false);
+      if (ends_with(n, "linear_attn.A_log") || ends_with(n, "linear_attn.dt_bias")) tile_value_heads(v, 1, 0, c, 1, false);
+      if (ends_with(n, "conv1d.weight")) tile_value_heads(v, row_len, kd2, c, dv, false);
+      if (ends_with(n, "out_proj.weight")) tile_value_heads(v, t.shape.back(), 0, c, dv, true);
+    }
+    return v;
+  }
   if (c.architecture == "llama" && is_qk_projection(t.name)) {
     const bool is_q = t.name.find("q_proj") != std::string::npos;
     const int heads = static_cast<int>(is_q ? c.n_head : c.n_head_kv);
@@ -123,7 +167,13 @@ Result<ConvertReport> convert_to_gguf(const ModelFiles& in, const Tokenizer* tok
     }
   }
   std::map<std::string, bool> stacked_done;
+  const bool hybrid = in.config().architecture == "qwen3_next" || in.config().architecture == "qwen3_5";
+  bool dropped_mtp = false;
   for (const ModelTensor& t : in.tensors()) {
+    if (hybrid && t.name.starts_with("mtp.")) {  // not written (llama.cpp's qwen3next converter drops it too)
+      dropped_mtp = true;
+      continue;
+    }
     if (auto pe = per_expert(t.name)) {
       // One tensor per expert (Hugging Face) -> llama.cpp's stacked [n_expert, rows, cols] tensor.
       if (stacked_done[pe->first]) continue;
@@ -163,10 +213,15 @@ Result<ConvertReport> convert_to_gguf(const ModelFiles& in, const Tokenizer* tok
     }
     auto gname = hf_to_gguf_name(t.name);
     if (!gname) return make_error(in.path(), ": tensor ", t.name, " has no GGUF name (unsupported tensor for this converter)");
+    // llama.cpp's qwen3next / qwen35 loaders want post_attention_norm where other families use ffn_norm.
+    if (hybrid && ends_with(*gname, ".ffn_norm.weight"))
+      gname = gname->substr(0, gname->size() - std::string_view("ffn_norm.weight").size()) + "post_attention_norm.weight";
     const DType type = gguf_tensor_type(t, o.gguf_type);
     if (t.shape.size() >= 2 && type != o.gguf_type) fallbacks[std::string(dtype_name(type))]++;
     std::vector<uint64_t> shape(t.shape.rbegin(), t.shape.rend());
     if (ends_with(t.name, ".mlp.shared_expert_gate.weight")) shape = {t.n_elems()};  // llama.cpp: [n_embd]
+    if (ends_with(t.name, "linear_attn.conv1d.weight") && !t.shape.empty())
+      shape = {t.n_elems() / t.shape[0], t.shape[0]};  // squeezed to [C, K] whatever the source's axis
     auto n_bytes = dtype_bytes(type, t.n_elems());
     if (!n_bytes) return make_error("tensor ", t.name, ": ", t.n_elems(), " values are not whole ", dtype_name(type), " blocks");
     report.n_tensors++;
@@ -186,6 +241,7 @@ Result<ConvertReport> convert_to_gguf(const ModelFiles& in, const Tokenizer* tok
       return sink.write(bytes);
     }));
   }
+  if (dropped_mtp) note(o, "the MTP head (mtp.*) is left out: the GGUF writer does not lay it out yet");
   for (const auto& [type, n] : fallbacks)
     note(o, str_cat(n, " matrices written as ", type, ": their rows are not whole ", dtype_name(o.gguf_type), " blocks"));
   SPLASH_TRY_STATUS(w.write(out_path));

@@ -12,16 +12,6 @@ namespace {
 
 bool is_hybrid(const ModelConfig& c) { return c.architecture == "qwen3_next" || c.architecture == "qwen3_5"; }
 
-// The zero-centred RMSNorms whose stored form differs between the layouts (mlx-lm's list, and the
-// MTP head's norms, which its Qwen3.5 MTP support treats alike). linear_attn.norm is a plain gain.
-bool is_zero_centred_norm(std::string_view n) {
-  for (std::string_view s : {".input_layernorm.weight", ".post_attention_layernorm.weight", ".q_norm.weight",
-                             ".k_norm.weight"})
-    if (n.ends_with(s)) return true;
-  return n == "model.norm.weight" || n == "mtp.norm.weight" || n == "mtp.pre_fc_norm_embedding.weight" ||
-         n == "mtp.pre_fc_norm_hidden.weight";
-}
-
 bool is_router(std::string_view n) { return n.ends_with(".mlp.gate.weight") || n.ends_with(".mlp.shared_expert_gate.weight"); }
 
 // "<prefix>.mlp.experts.<e>.<proj>.weight" -> {"<prefix>.mlp.", e, "<proj>"}.
@@ -216,7 +206,7 @@ Result<std::vector<LayoutTensor>> safetensors_layout(const ModelFiles& in, bool 
       const uint64_t ch = t.shape[0], k = t.n_elems() / ch;  // same value order in every layout
       o.shape = mlx ? std::vector<uint64_t>{ch, k, 1} : std::vector<uint64_t>{ch, 1, k};
     }
-    if (is_zero_centred_norm(n)) o.values = read(in, &t, gain_delta);
+    if (is_zero_centred_norm_name(n)) o.values = read(in, &t, gain_delta);
     if (mlx && is_router(n)) o.mlx_params = MlxQuantParams{64, 8};
     out.push_back(std::move(o));
   }

@@ -15,4 +15,12 @@ bool zero_centred_gains_stored_shifted(std::string_view architecture, const Norm
   return false;  // not a zero-centred architecture: nothing to decide
 }
 
+bool is_zero_centred_norm_name(std::string_view n) {
+  for (std::string_view s : {".input_layernorm.weight", ".post_attention_layernorm.weight", ".q_norm.weight",
+                             ".k_norm.weight"})
+    if (n.ends_with(s)) return true;
+  return n == "model.norm.weight" || n == "mtp.norm.weight" || n == "mtp.pre_fc_norm_embedding.weight" ||
+         n == "mtp.pre_fc_norm_hidden.weight";
+}
+
 }  // namespace splash

@@ -29,4 +29,9 @@ struct NormGainLayout {
 // "qwen3_5"); false when it holds w (add 1 at load). Meaningless for other architectures.
 bool zero_centred_gains_stored_shifted(std::string_view architecture, const NormGainLayout& layout);
 
+// Whether `hf_name` (a Hugging Face / Splash tensor name) is one of those zero-centred gains:
+// input_layernorm, post_attention_layernorm, q_norm, k_norm, model.norm and the MTP head's
+// pre_fc_norm_embedding / pre_fc_norm_hidden / mtp.norm (not linear_attn.norm).
+bool is_zero_centred_norm_name(std::string_view hf_name);
+
 }  // namespace splash

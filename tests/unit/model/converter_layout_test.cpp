@@ -185,6 +185,27 @@ TEST_P(HybridConverterLayouts, ConvertTransformersToMlx) {
   EXPECT_LT(rel_max_err(got.data(), want.data(), rows * cols), 3e-2);
 }
 
+// `splash convert --to gguf` (F32) from the mlx-lm and the transformers folders: llama.cpp's layout
+// (gains 1 + w whichever way the source stored them, ssm_a = -exp(A_log), Qwen3.5's value heads
+// tiled, conv1d [C, K], post_attention_norm) must give the reference's logits.
+TEST_P(HybridConverterLayouts, ConvertToGguf) {
+  for (const char* from : {"mlx", "hf"}) {
+    if (GetParam() == "qwen3_5_moe" && std::string(from) == "hf") continue;  // fused experts: not yet
+    auto in = ModelFiles::open(case_dir_ + "/" + from);
+    ASSERT_TRUE(in.ok()) << in.error_message();
+    ConvertOptions o;
+    o.target = ConvertTarget::kGguf;
+    o.gguf_type = DType::kF32;
+    const std::string out = std::string("from_") + from + ".gguf";
+    auto r = convert_model(*in, nullptr, case_dir_ + "/" + out, o);
+    ASSERT_TRUE(r.ok()) << r.error_message();
+    auto files = ModelFiles::open(case_dir_ + "/" + out);
+    ASSERT_TRUE(files.ok()) << files.error_message();
+    EXPECT_NE(files->find("model.layers.0.post_attention_layernorm.weight"), nullptr);
+    check(out, "", true, 1e-4);
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Archs, HybridConverterLayouts, ::testing::Values("qwen3_next", "qwen3_5", "qwen3_5_moe"));
 
 }  // namespace
