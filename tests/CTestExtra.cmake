@@ -88,6 +88,11 @@ if(TARGET test_model)
   add_test(NAME model_reference COMMAND test_model --gtest_filter=*ModelReference*:*Stories15M*:*KvFormat*
            WORKING_DIRECTORY ${CMAKE_BINARY_DIR})
   set_tests_properties(model_reference PROPERTIES LABELS reference TIMEOUT 900)
+  # Hybrid checkpoints laid out as transformers and mlx-lm write them (tests/reference/
+  # hybrid_fixtures.py, independent of our generator) against the reference's logits and greedy tokens.
+  add_test(NAME hybrid_converter_layouts COMMAND test_model --gtest_filter=*HybridConverterLayouts*
+           WORKING_DIRECTORY ${CMAKE_BINARY_DIR})
+  set_tests_properties(hybrid_converter_layouts PROPERTIES LABELS reference TIMEOUT 300)
 endif()
 # --- end model ------------------------------------------------------------------------------------
 

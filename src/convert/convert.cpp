@@ -1,5 +1,7 @@
 #include "convert/convert.h"
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -7,10 +9,12 @@
 #include <string_view>
 
 #include "convert/hf_config_writer.h"
+#include "convert/safetensors_layout.h"
 #include "core/half.h"
 #include "core/sizes.h"
 #include "formats/gguf_config.h"
 #include "formats/gguf_writer.h"
+#include "formats/norm_gains.h"
 #include "formats/quant/quantize.h"
 #include "formats/safetensors_writer.h"
 #include "formats/tensor_names.h"
@@ -65,10 +69,51 @@ bool is_qk_projection(const std::string& name) {
   return name.find("self_attn.q_proj.") != std::string::npos || name.find("self_attn.k_proj.") != std::string::npos;
 }
 
-// Reads a tensor as f32 in the layout the output format stores: GGUF llama keeps q/k interleaved.
+// llama.cpp's qwen35 / qwen35moe converter tiles the value heads: [nk, r, width] -> [r, nk, width]
+// along rows (`row_len` values each) from row `first` on, or along columns when `cols` is set.
+void tile_value_heads(std::vector<float>& v, uint64_t row_len, uint64_t first, const ModelConfig& c, uint64_t width,
+                      bool cols) {
+  const uint64_t nk = c.linear_n_key_heads, r = c.linear_n_value_heads / c.linear_n_key_heads;
+  const std::vector<float> src = v;
+  const uint64_t rows = v.size() / row_len;
+  auto to = [&](uint64_t i) {  // grouped index (key head g, copy j, element w) -> tiled index
+    const uint64_t g = i / (r * width), j = i / width % r, w = i % width;
+    return (j * nk + g) * width + w;
+  };
+  if (!cols) {
+    for (uint64_t i = 0; i < nk * r * width && first + i < rows; ++i)
+      std::copy_n(&src[(first + i) * row_len], row_len, &v[(first + to(i)) * row_len]);
+    return;
+  }
+  for (uint64_t row = 0; row < rows; ++row)
+    for (uint64_t i = 0; i < nk * r * width; ++i) v[row * row_len + to(i)] = src[row * row_len + i];
+}
+
+// Reads a tensor as f32 in the layout the output format stores: GGUF llama keeps q/k interleaved;
+// the hybrids as llama.cpp's converter writes them (gains 1 + w, ssm_a = -exp(A_log), Qwen3.5's value
+// heads tiled; docs/ADDING_A_MODEL.md, "Layout conventions per format").
 Result<std::vector<float>> values_for_gguf(const ModelFiles& in, const ModelTensor& t) {
   SPLASH_TRY(std::vector<float> v, in.read_f32(t));
   const ModelConfig& c = in.config();
+  if ((c.architecture == "qwen3_next" || c.architecture == "qwen3_5") && in.format() != ModelFormat::kGguf) {
+    const std::string& n = t.name;
+    if (is_zero_centred_norm_name(n) && !in.zero_centred_gains_shifted())
+      for (float& x : v) x += 1.0f;
+    if (ends_with(n, "linear_attn.A_log"))
+      for (float& x : v) x = -std::exp(x);
+    if (c.architecture == "qwen3_5" && c.linear_n_value_heads > c.linear_n_key_heads &&
+        n.find("linear_attn.") != std::string::npos) {
+      const uint64_t kd2 = 2ull * c.linear_n_key_heads * c.linear_key_head_dim, dv = c.linear_value_head_dim;
+      const uint64_t row_len = t.shape.size() > 1 ? t.n_elems() / t.shape[0] : 1;
+      if (ends_with(n, "in_proj_qkv.weight")) tile_value_heads(v, row_len, kd2, c, dv, false);
+      if (ends_with(n, "in_proj_z.weight")) tile_value_heads(v, row_len, 0, c, dv, false);
+      if (ends_with(n, "in_proj_b.weight") || ends_with(n, "in_proj_a.weight")) tile_value_heads(v, row_len, 0, c, 1, false);
+      if (ends_with(n, "linear_attn.A_log") || ends_with(n, "linear_attn.dt_bias")) tile_value_heads(v, 1, 0, c, 1, false);
+      if (ends_with(n, "conv1d.weight")) tile_value_heads(v, row_len, kd2, c, dv, false);
+      if (ends_with(n, "out_proj.weight")) tile_value_heads(v, t.shape.back(), 0, c, dv, true);
+    }
+    return v;
+  }
   if (c.architecture == "llama" && is_qk_projection(t.name)) {
     const bool is_q = t.name.find("q_proj") != std::string::npos;
     const int heads = static_cast<int>(is_q ? c.n_head : c.n_head_kv);
@@ -122,7 +167,13 @@ Result<ConvertReport> convert_to_gguf(const ModelFiles& in, const Tokenizer* tok
     }
   }
   std::map<std::string, bool> stacked_done;
+  const bool hybrid = in.config().architecture == "qwen3_next" || in.config().architecture == "qwen3_5";
+  bool dropped_mtp = false;
   for (const ModelTensor& t : in.tensors()) {
+    if (hybrid && t.name.starts_with("mtp.")) {  // not written (llama.cpp's qwen3next converter drops it too)
+      dropped_mtp = true;
+      continue;
+    }
     if (auto pe = per_expert(t.name)) {
       // One tensor per expert (Hugging Face) -> llama.cpp's stacked [n_expert, rows, cols] tensor.
       if (stacked_done[pe->first]) continue;
@@ -162,10 +213,15 @@ Result<ConvertReport> convert_to_gguf(const ModelFiles& in, const Tokenizer* tok
     }
     auto gname = hf_to_gguf_name(t.name);
     if (!gname) return make_error(in.path(), ": tensor ", t.name, " has no GGUF name (unsupported tensor for this converter)");
+    // llama.cpp's qwen3next / qwen35 loaders want post_attention_norm where other families use ffn_norm.
+    if (hybrid && ends_with(*gname, ".ffn_norm.weight"))
+      gname = gname->substr(0, gname->size() - std::string_view("ffn_norm.weight").size()) + "post_attention_norm.weight";
     const DType type = gguf_tensor_type(t, o.gguf_type);
     if (t.shape.size() >= 2 && type != o.gguf_type) fallbacks[std::string(dtype_name(type))]++;
     std::vector<uint64_t> shape(t.shape.rbegin(), t.shape.rend());
     if (ends_with(t.name, ".mlp.shared_expert_gate.weight")) shape = {t.n_elems()};  // llama.cpp: [n_embd]
+    if (ends_with(t.name, "linear_attn.conv1d.weight") && !t.shape.empty())
+      shape = {t.n_elems() / t.shape[0], t.shape[0]};  // squeezed to [C, K] whatever the source's axis
     auto n_bytes = dtype_bytes(type, t.n_elems());
     if (!n_bytes) return make_error("tensor ", t.name, ": ", t.n_elems(), " values are not whole ", dtype_name(type), " blocks");
     report.n_tensors++;
@@ -185,6 +241,7 @@ Result<ConvertReport> convert_to_gguf(const ModelFiles& in, const Tokenizer* tok
       return sink.write(bytes);
     }));
   }
+  if (dropped_mtp) note(o, "the MTP head (mtp.*) is left out: the GGUF writer does not lay it out yet");
   for (const auto& [type, n] : fallbacks)
     note(o, str_cat(n, " matrices written as ", type, ": their rows are not whole ", dtype_name(o.gguf_type), " blocks"));
   SPLASH_TRY_STATUS(w.write(out_path));
@@ -197,11 +254,12 @@ struct MlxPlan {
   std::optional<MlxQuantParams> params;  // nullopt: left unquantized
 };
 
-// Per-module quantization parameters: the requested ones, group 32 when the row length only allows
-// that, or none.
-MlxPlan plan_mlx(const ModelTensor& t, const std::optional<MlxQuantParams>& wanted) {
-  if (!wanted || t.shape.size() != 2) return {};
+// Per-module quantization parameters: the layout's own (mlx-lm's 8-bit routers), the requested
+// ones, group 32 when the row length only allows that, or none. Matrices and stacked experts only.
+MlxPlan plan_mlx(const LayoutTensor& t, const std::optional<MlxQuantParams>& wanted) {
+  if (!wanted || (t.shape.size() != 2 && t.shape.size() != 3)) return {};
   const uint64_t row = t.shape.back();
+  if (t.mlx_params && row % t.mlx_params->group_size == 0) return {t.mlx_params};
   if (row % wanted->group_size == 0) return {wanted};
   MlxQuantParams g32 = *wanted;
   g32.group_size = 32;
@@ -217,6 +275,8 @@ Result<ConvertReport> convert_to_safetensors(const ModelFiles& in, const Tokeniz
                                              const ConvertOptions& o) {
   if (!is_float_type(o.float_type)) return make_error("safetensors float type must be F32, F16 or BF16");
   if (o.mlx) SPLASH_TRY_STATUS(validate_mlx_quant_params(*o.mlx, "--bits/--group-size"));
+  SPLASH_TRY(std::vector<LayoutTensor> layout,
+             safetensors_layout(in, o.mlx.has_value(), [&o](const std::string& line) { note(o, line); }));
   std::error_code ec;
   if (fs::exists(dir, ec) && !(fs::is_directory(dir, ec) && fs::is_empty(dir, ec)))
     return make_error(dir, ": output directory exists and is not empty");
@@ -224,6 +284,7 @@ Result<ConvertReport> convert_to_safetensors(const ModelFiles& in, const Tokeniz
   if (ec) return make_error(dir, ": cannot create directory: ", ec.message());
 
   SPLASH_TRY(nlohmann::json config, hf_config_json(in.config()));
+  (config.contains("text_config") ? config["text_config"] : config).update(safetensors_layout_config(in, o.mlx.has_value()));
   nlohmann::json quant_block = nlohmann::json::object();
   if (o.mlx) {
     quant_block["group_size"] = o.mlx->group_size;
@@ -232,15 +293,15 @@ Result<ConvertReport> convert_to_safetensors(const ModelFiles& in, const Tokeniz
 
   ConvertReport report;
   std::vector<SafeTensorWrite> writes;
-  struct Quantized {
-    std::shared_ptr<MlxQuantized> q;
-  };
-  for (const ModelTensor& t : in.tensors()) {
+  // The producers point into `layout`, which outlives write_safetensors_checkpoint below.
+  for (const LayoutTensor& t : layout) {
     report.n_tensors++;
-    report.bytes_in += t.n_bytes();
+    for (const ModelTensor* s : t.sources) report.bytes_in += s->n_bytes();
+    uint64_t n_elems = 1;
+    for (uint64_t d : t.shape) n_elems *= d;
     const bool is_weight = t.name.size() > 7 && t.name.substr(t.name.size() - 7) == ".weight";
     MlxPlan plan = is_weight ? plan_mlx(t, o.mlx) : MlxPlan{};
-    const ModelTensor* tp = &t;
+    const LayoutTensor* tp = &t;
     if (!plan.params) {
       if (o.mlx && t.shape.size() == 2) {
         quant_block[module_of(t.name)] = false;
@@ -250,45 +311,50 @@ Result<ConvertReport> convert_to_safetensors(const ModelFiles& in, const Tokeniz
       sw.name = t.name;
       sw.dtype = o.float_type;
       sw.shape = t.shape;
-      sw.produce = [&in, tp, &o](ByteSink& sink) -> Status {
-        SPLASH_TRY(std::vector<float> v, in.read_f32(*tp));
+      sw.produce = [tp, &o](ByteSink& sink) -> Status {
+        SPLASH_TRY(std::vector<float> v, tp->values());
         note(o, str_cat(tp->name, " -> ", dtype_name(o.float_type)));
         return sink.write(encode_floats(v, o.float_type));
       };
-      report.bytes_out += t.n_elems() * dtype_traits(o.float_type).block_bytes;
+      report.bytes_out += n_elems * dtype_traits(o.float_type).block_bytes;
       writes.push_back(std::move(sw));
       continue;
     }
     const MlxQuantParams p = *plan.params;
     const std::string module = module_of(t.name);
-    if (p.group_size != o.mlx->group_size) {
+    if (p.group_size != o.mlx->group_size || p.bits != o.mlx->bits) {
       quant_block[module] = {{"group_size", p.group_size}, {"bits", p.bits}};
-      note(o, str_cat(module, ": rows of ", t.shape.back(), " values use group size ", p.group_size));
+      note(o, str_cat(module, ": ", p.bits, "-bit, group size ", p.group_size));
     }
-    const uint64_t rows = t.shape[0], cols = t.shape[1];
+    const uint64_t cols = t.shape.back(), rows = n_elems / cols;  // stacked experts: all rows of all experts
+    auto packed_shape = [&t](uint64_t last) {
+      std::vector<uint64_t> s = t.shape;
+      s.back() = last;
+      return s;
+    };
     // The weight's producer quantizes once; the scales and biases producers (called right after it,
     // in order) take their parts from the shared result.
     auto cache = std::make_shared<std::shared_ptr<MlxQuantized>>();
-    auto quantize = [&in, tp, p, rows, cols, cache, &o]() -> Status {
+    auto quantize = [tp, p, rows, cols, cache, &o]() -> Status {
       if (*cache) return {};
-      SPLASH_TRY(std::vector<float> v, in.read_f32(*tp));
+      SPLASH_TRY(std::vector<float> v, tp->values());
       SPLASH_TRY(MlxQuantized q, mlx_quantize(v, rows, cols, p, o.float_type));
       *cache = std::make_shared<MlxQuantized>(std::move(q));
       note(o, str_cat(tp->name, " -> MLX ", p.bits, "-bit group ", p.group_size));
       return {};
     };
-    SafeTensorWrite wq{t.name, DType::kU32, {rows, cols * p.bits / 32}, {}, nullptr};
+    SafeTensorWrite wq{t.name, DType::kU32, packed_shape(cols * p.bits / 32), {}, nullptr};
     wq.produce = [quantize, cache](ByteSink& sink) -> Status {
       SPLASH_TRY_STATUS(quantize());
       const auto& w = (*cache)->weight;
       return sink.write({reinterpret_cast<const uint8_t*>(w.data()), w.size() * sizeof(uint32_t)});
     };
-    SafeTensorWrite ws{module + ".scales", o.float_type, {rows, cols / p.group_size}, {}, nullptr};
+    SafeTensorWrite ws{module + ".scales", o.float_type, packed_shape(cols / p.group_size), {}, nullptr};
     ws.produce = [quantize, cache](ByteSink& sink) -> Status {
       SPLASH_TRY_STATUS(quantize());
       return sink.write((*cache)->scales);
     };
-    SafeTensorWrite wb{module + ".biases", o.float_type, {rows, cols / p.group_size}, {}, nullptr};
+    SafeTensorWrite wb{module + ".biases", o.float_type, packed_shape(cols / p.group_size), {}, nullptr};
     wb.produce = [quantize, cache](ByteSink& sink) -> Status {
       SPLASH_TRY_STATUS(quantize());
       Status s = sink.write((*cache)->biases);

@@ -9,7 +9,8 @@
 
 namespace splash {
 
-// Errors for architectures the converter cannot describe yet (MoE and hybrid models).
+// Errors for architectures the converter cannot describe yet. Qwen3.5 (qwen3_5, and its MoE
+// variant) is written as the multimodal class's config with the text model's under text_config.
 Result<nlohmann::json> hf_config_json(const ModelConfig& config);
 // {} when the config carries no generation defaults or special ids.
 nlohmann::json hf_generation_config_json(const ModelConfig& config);

@@ -196,6 +196,22 @@ Result<std::vector<std::pair<std::string, gguf::Value>>> gguf_metadata_for(const
       kv.emplace_back(p + "expert_shared_feed_forward_length", Value::from_u32(c.n_ff_shared_expert));
     kv.emplace_back(p + "expert_weights_norm", Value::from_bool(c.norm_topk_prob));
   }
+  if (!c.layer_kinds.empty()) {  // hybrid Gated DeltaNet: the keys the reader above takes
+    uint32_t interval = 0;  // GGUF says which layers are full attention only by an interval
+    for (uint32_t n = 1; n <= c.layer_kinds.size() && interval == 0; ++n) {
+      bool fits = true;
+      for (size_t il = 0; il < c.layer_kinds.size(); ++il)
+        fits &= (c.layer_kinds[il] == LayerKind::kFullAttention) == ((il + 1) % n == 0);
+      if (fits) interval = n;
+    }
+    if (interval == 0) return make_error(arch, ": the layer types follow no full_attention_interval, which GGUF needs");
+    kv.emplace_back(p + "full_attention_interval", Value::from_u32(interval));
+    kv.emplace_back(p + "ssm.conv_kernel", Value::from_u32(c.linear_conv_kernel));
+    kv.emplace_back(p + "ssm.state_size", Value::from_u32(c.linear_key_head_dim));
+    kv.emplace_back(p + "ssm.group_count", Value::from_u32(c.linear_n_key_heads));
+    kv.emplace_back(p + "ssm.time_step_rank", Value::from_u32(c.linear_n_value_heads));
+    kv.emplace_back(p + "ssm.inner_size", Value::from_u32(c.linear_n_value_heads * c.linear_value_head_dim));
+  }
   return kv;
 }
 

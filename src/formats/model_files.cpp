@@ -14,6 +14,7 @@
 #include "formats/hf_config.h"
 #include "formats/llama2c.h"
 #include "formats/mlx_quant.h"
+#include "formats/norm_gains.h"
 #include "formats/quant/dequant.h"
 #include "formats/safetensors.h"
 #include "formats/tensor_names.h"
@@ -61,6 +62,23 @@ void ModelFiles::index_tensors() {
   by_name_.clear();
   by_name_.reserve(tensors_.size());
   for (size_t i = 0; i < tensors_.size(); ++i) by_name_.emplace(tensors_[i].name, i);  // first one wins
+  NormGainLayout layout;
+  layout.gguf = format_ == ModelFormat::kGguf;
+  for (const ModelTensor& t : tensors_) {
+    const std::string& n = t.name;
+    if (n.ends_with("linear_attn.conv1d.weight") && t.shape.size() >= 2) {
+      // [C, 1, K] / [C, K] (raw) or [C, K, 1] (mlx-lm); K = 1 would say nothing.
+      const uint64_t last = t.shape.back();
+      if (last > 1) layout.conv_axis_raw = true;
+      if (last == 1 && t.shape.size() == 3 && t.shape[1] > 1) layout.conv_axis_moved = true;
+    }
+    if (n.starts_with("mtp.")) layout.mtp_tensors = true;
+    if (const size_t at = n.find(".mlp.experts."); at != std::string::npos && n.starts_with("model.layers.")) {
+      const size_t e = at + std::string_view(".mlp.experts.").size();
+      if (e < n.size() && n[e] >= '0' && n[e] <= '9') layout.per_expert_tensors = true;
+    }
+  }
+  zero_centred_gains_shifted_ = zero_centred_gains_stored_shifted(config_.architecture, layout);
 }
 
 const ModelTensor* ModelFiles::find(std::string_view hf_name) const {

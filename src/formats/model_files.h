@@ -86,13 +86,18 @@ class ModelFiles {
   // The GGUF file behind a GGUF model (nullptr otherwise): tokenizer metadata lives there.
   const gguf::GgufFile* gguf() const;
 
+  // Whether the zero-centred RMSNorm gains (qwen3_next, qwen3_5) are stored as 1 + w (mlx-lm and
+  // llama.cpp conversions) rather than w (Hugging Face originals): decided once at open from the
+  // file's layout by zero_centred_gains_stored_shifted() (formats/norm_gains.h).
+  bool zero_centred_gains_shifted() const { return zero_centred_gains_shifted_; }
+
   // The tensor's values as f32, row-major, q/k rows in the rotate-half (HF) layout.
   Result<std::vector<float>> read_f32(const ModelTensor& t) const;
 
   struct Storage;  // the open files behind the views (defined in model_files.cpp)
 
  private:
-  void index_tensors();  // fills by_name_ once tensors_ is complete
+  void index_tensors();  // fills by_name_ and the layout facts once tensors_ is complete
 
   std::unique_ptr<Storage> storage_;
   ModelFormat format_ = ModelFormat::kGguf;
@@ -103,6 +108,7 @@ class ModelFiles {
   // and a linear find() per load made loading quadratic.
   std::unordered_map<std::string, size_t> by_name_;
   TokenizerInfo tokenizer_;
+  bool zero_centred_gains_shifted_ = false;
 };
 
 }  // namespace splash

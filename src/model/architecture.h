@@ -23,11 +23,12 @@ struct Architecture {
   // One layer over every row of the pass: updates ctx.x in place.
   void (*layer_forward)(const LayerWeights& layer, LayerContext& ctx) = nullptr;
   // RMSNorm weights stored zero-centred (the model scales by 1 + w: qwen3_next, qwen3_5): the final
-  // norm gets 1 added at load, except from GGUF files, whose converter stored 1 + w already.
+  // norm gets 1 added at load unless the file stores 1 + w already (ModelFiles decides, per file).
   bool zero_centred_norms = false;
 };
 
-// Adds 1 to a zero-centred norm weight unless the file (GGUF) holds 1 + w already.
+// Adds 1 to a zero-centred norm weight unless the file holds 1 + w already (mlx-lm and llama.cpp
+// conversions: ModelFiles::zero_centred_gains_shifted()).
 void fold_zero_centred_norm(const WeightLoader& loader, std::vector<float>& w);
 
 // nullptr for an unknown name.

@@ -48,6 +48,9 @@ struct GatedDeltaNetWeights {
   // [q k v z] then per key head [b a]. Fused into one Projection when the storage types agree.
   std::vector<Projection> in;
   bool grouped = false;
+  // Split q/k/v and z with b/a still grouped per key head ([b_g a_g], one in_proj_ba): llama.cpp's
+  // current qwen3next GGUF layout.
+  bool ba_grouped = false;
   // Value head h reads key head h % nk (GGUF qwen35: value heads tiled) instead of h / (nv / nk).
   bool v_heads_tiled = false;
   std::vector<float> conv;     // [conv_dim, kernel] depthwise conv weight

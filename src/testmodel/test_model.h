@@ -116,7 +116,10 @@ struct TestModelSpec {
   // safetensors: dtype of every tensor when not MLX-quantized (F32, F16, BF16).
   DType safetensors_dtype = DType::kF32;
   // MLX affine quantization of every 2-D matrix (embeddings included); 0 = none. Scales and biases
-  // are stored in `safetensors_dtype` (F32 -> F16, as mlx-lm does for f32 checkpoints).
+  // are stored in `safetensors_dtype` (F32 -> F16, as mlx-lm does for f32 checkpoints). Hybrids are
+  // laid out as mlx-lm's sanitize() leaves them: zero-centred norm gains stored as 1 + w, conv1d
+  // [C, K, 1], experts stacked (switch_mlp), router and shared-expert gate at 8 bits, Qwen3.5 under
+  // language_model.* (docs/ADDING_A_MODEL.md, "Layout conventions per format").
   uint32_t mlx_bits = 0;
   uint32_t mlx_group_size = 64;
 

@@ -138,11 +138,11 @@ static void plan_hybrid_layers(const TestModelSpec& spec, std::vector<TensorPlan
     if (spec.moe_layer(il)) {
       const size_t first = out.size();
       plan_moe_mlp(spec, il, out);
-      // mlx-lm keeps the router and the shared-expert gate at 8 bits in mixed checkpoints.
-      if (spec.mlx_linear_bits != 0)
-        for (size_t i = first; i < out.size(); ++i)
-          if (out[i].hf_name.ends_with("mlp.gate.weight") || out[i].hf_name.ends_with("shared_expert_gate.weight"))
-            out[i].mlx_bits = spec.mlx_linear_bits;
+      // mlx-lm quantizes the router and the shared-expert gate of qwen3_next / qwen3_5 at 8 bits
+      // whatever the requested bits (their quant_predicate).
+      for (size_t i = first; i < out.size(); ++i)
+        if (out[i].hf_name.ends_with("mlp.gate.weight") || out[i].hf_name.ends_with("shared_expert_gate.weight"))
+          out[i].mlx_bits = 8;
       continue;
     }
     add(p + "mlp.gate_proj.weight", {spec.n_ff, d}, TensorKind::kMatrix, inv_sqrt(d));

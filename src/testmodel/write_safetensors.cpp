@@ -7,6 +7,7 @@
 
 #include "core/mapped_file.h"
 #include "formats/mlx_quant.h"
+#include "formats/norm_gains.h"
 #include "formats/safetensors_writer.h"
 #include "testmodel/encode.h"
 #include "testmodel/weights.h"
@@ -26,6 +27,14 @@ const char* hf_class(const TestModelSpec& s) {
   if (arch == "qwen3_next") return "Qwen3NextForCausalLM";
   if (arch == "qwen3_5") return "Qwen3_5ForCausalLM";
   return "LlamaForCausalLM";
+}
+
+// mlx-lm saves Qwen3.5 (a multimodal model class) with its text model under language_model.*, and
+// keys its per-module quantization by those paths.
+std::string stored_name(const TestModelSpec& s, const std::string& name) {
+  if (s.mlx_bits != 0 && s.arch == "qwen3_5" && (name.starts_with("model.") || name.starts_with("lm_head.")))
+    return "language_model." + name;
+  return name;
 }
 
 const char* torch_dtype(DType t) {
@@ -85,8 +94,10 @@ std::string config_json(const TestModelSpec& s, const TokenizerData& tok, uint32
     // Mixed bits: mlx-lm lists each module whose bits differ from the default.
     for (const TensorPlan& t : plan)
       if (t.kind == TensorKind::kMatrix && t.mlx_bits != 0 && t.mlx_bits != s.mlx_bits)
-        q[t.hf_name.substr(0, t.hf_name.size() - 7)] = {{"group_size", s.mlx_group_size}, {"bits", t.mlx_bits}};
+        q[stored_name(s, t.hf_name.substr(0, t.hf_name.size() - 7))] = {{"group_size", s.mlx_group_size},
+                                                                          {"bits", t.mlx_bits}};
     c["quantization"] = q;
+    c["quantization_config"] = q;  // mlx-lm writes both
   }
   return c.dump(2);
 }
@@ -130,15 +141,25 @@ Status write_safetensors_model(const TestModelSpec& spec, const TokenizerData& t
   const DType scale_dt = dt == DType::kF32 ? DType::kF16 : dt;
   std::vector<SafeTensorWrite> writes;
   const std::vector<TensorPlan> plan = plan_tensors(spec, n_vocab);
-  for (const TensorPlan& t : plan) {
+  // An MLX folder is what mlx-lm's sanitize() leaves: conv1d moved to [C, K, 1], experts stacked
+  // (switch_mlp, below) and the zero-centred norm gains stored as the loader's rule says that
+  // layout stores them (1 + w).
+  const bool mlx = spec.mlx_bits != 0;
+  const bool shift_gains =
+      mlx && spec.hybrid() && zero_centred_gains_stored_shifted(spec.arch, {.conv_axis_moved = true});
+  for (const TensorPlan& t0 : plan) {
+    TensorPlan shifted = t0;
+    if (mlx && t0.kind == TensorKind::kConv && t0.shape.size() == 3) shifted.shape = {t0.shape[0], t0.shape[2], 1};
+    const TensorPlan& t = shifted;
     if (spec.mlx_bits != 0 && t.kind == TensorKind::kMatrix) {
       const uint32_t bits = t.mlx_bits != 0 ? t.mlx_bits : spec.mlx_bits;
       const MlxQuantParams mp{spec.mlx_group_size, bits};
-      const std::string base = t.hf_name.substr(0, t.hf_name.size() - std::string(".weight").size());
+      const std::string name = stored_name(spec, t.hf_name);
+      const std::string base = name.substr(0, name.size() - std::string(".weight").size());
       auto slot = std::make_shared<MlxSlot>();
       const uint64_t rows = t.rows(), cols = t.cols();
       SafeTensorWrite w;
-      w.name = t.hf_name;
+      w.name = name;
       w.dtype = DType::kU32;
       w.shape = mlx_shape(t, cols * bits / 32);
       w.produce = [t, seed, mp, scale_dt, slot, rows, cols](ByteSink& sink) -> Status {
@@ -218,10 +239,11 @@ Status write_safetensors_model(const TestModelSpec& spec, const TokenizerData& t
       continue;
     }
     SafeTensorWrite w;
-    w.name = t.hf_name;
+    w.name = stored_name(spec, t.hf_name);
     w.dtype = dt;
     w.shape = t.shape;
-    w.produce = [t, seed, dt](ByteSink& sink) -> Status {
+    const bool plus_one = shift_gains && t.kind == TensorKind::kNormZero;
+    w.produce = [t, seed, dt, plus_one](ByteSink& sink) -> Status {
       const uint64_t rows = t.rows(), cols = t.cols();
       const uint64_t step = chunk_rows(rows, cols, 1, false);
       std::vector<float> vals;
@@ -230,6 +252,8 @@ Status write_safetensors_model(const TestModelSpec& spec, const TokenizerData& t
         const uint64_t n = std::min(step, rows - r);
         vals.resize(n * cols);
         generate_values(t, seed, r * cols, vals);
+        if (plus_one)
+          for (float& v : vals) v += 1.0f;
         bytes.clear();
         SPLASH_TRY_STATUS(encode_rows(dt, vals, cols, bytes));
         SPLASH_TRY_STATUS(sink.write(bytes));

@@ -4,7 +4,11 @@ written from the published model definitions:
 * Layer schedule: `layer_types` ("linear_attention" / "full_attention") or every
   `full_attention_interval`-th layer full attention (default 4).
 * Zero-centred RMSNorm: y = x / rms(x) * (1 + w) for the layer norms, the final norm and the q/k
-  norms. GGUF files (llama.cpp's converter) store 1 + w already; safetensors store w.
+  norms. Where the 1 lives depends on who wrote the file (stored_gains_shifted below): transformers
+  checkpoints store w; llama.cpp's GGUF converter stores 1 + w; mlx-lm's sanitize() adds the 1 when it
+  meets the raw layout and rewrites that layout (conv1d [C, 1, K] -> [C, K, 1], per-expert tensors
+  stacked into switch_mlp, MTP tensors dropped), so a saved mlx-lm folder holds 1 + w and mlx-lm
+  uses it as the RMSNorm weight directly.
 * Gated full attention: q_proj yields [q | gate] per head (2 * head_dim rows per head); per-head
   q/k norms; RoPE on the first head_dim * partial_rotary_factor dims (rotate-half inside them);
   the attention output is multiplied by sigmoid(gate) before o_proj.
@@ -20,6 +24,8 @@ written from the published model definitions:
   Qwen3-Next packs q/k/v/z in `in_proj_qkvz` grouped by key head ([q_g k_g v_g z_g] for each key
   head g, v_g/z_g holding that head's nv/nk value heads) and b/a in `in_proj_ba` ([b_g a_g]);
   Qwen3.5 stores `in_proj_qkv` ([q all heads | k | v]), `in_proj_z`, `in_proj_b`, `in_proj_a`.
+  llama.cpp's current qwen3next GGUF splits in_proj_qkvz that way too (attn_qkv, attn_gate) but keeps
+  b/a grouped (ssm_ba); its older files keep ssm_in / ssm_ba as Hugging Face groups them.
 * MoE variants (Qwen3-Next, Qwen3.5-MoE: config num_experts > 0; GGUF qwen3next with
   expert_count, qwen35moe): the MLP after each mixer is moe.py's block (router, top-k, gated shared
   expert) on the layers moe.sparse_layers marks (GGUF: those with ffn_gate_inp), a dense SwiGLU on
@@ -60,6 +66,24 @@ def _split_qkvz(m, qkvz, ba):
     return np.concatenate([q, k, v], axis=0), z, b, a
 
 
+def stored_gains_shifted(st, arch):
+    """True when a safetensors directory holds 1 + w (mlx-lm's sanitized layout), False for w
+    (transformers). mlx-lm adds the 1 in the same pass that moves conv1d from [C, 1, K] to [C, K, 1],
+    a shape transformers never writes, so that axis decides; without a conv1d, mlx-lm's own markers
+    of the raw layout: per-expert tensors (qwen3_next), MTP tensors (qwen3_5)."""
+    names = list(st.where)
+    for n in names:
+        if n.endswith("linear_attn.conv1d.weight"):
+            shape = st.raw(n)[0].shape
+            if shape[-1] != 1:
+                return False
+            if len(shape) == 3 and shape[1] > 1:
+                return True
+    if arch == "qwen3_next":
+        return not any(".mlp.experts." in n and n.split(".mlp.experts.")[1][:1].isdigit() for n in names)
+    return not any(n.startswith("mtp.") or ".mtp." in n for n in names)
+
+
 def load_hf_hybrid(m, st, c):
     """Fills m (dims already read) from a safetensors directory of qwen3_next / qwen3_5."""
     m.hybrid = True
@@ -69,7 +93,8 @@ def load_hf_hybrid(m, st, c):
     m.lin_nk, m.lin_dk = int(c["linear_num_key_heads"]), int(c["linear_key_head_dim"])
     m.lin_nv, m.lin_dv = int(c["linear_num_value_heads"]), int(c["linear_value_head_dim"])
     m.conv_k = int(c.get("linear_conv_kernel_dim", 4))
-    one = lambda w: 1.0 + w   # zero-centred norms
+    shift = 0.0 if stored_gains_shifted(st, m.arch) else 1.0
+    one = lambda w: shift + w   # zero-centred norms: the gain is 1 + w
     m.out_norm = one(m.out_norm)
     sparse = moe.sparse_layers(c, m.n_layers)
     for il in range(m.n_layers):
@@ -125,6 +150,14 @@ def load_gguf_hybrid(m, g, arch):
         else:
             if p + "ssm_in.weight" in g.tensors:
                 qkv, z, b, al = _split_qkvz(m, t(p + "ssm_in.weight"), t(p + "ssm_ba.weight"))
+            elif p + "ssm_ba.weight" in g.tensors:
+                # llama.cpp's current qwen3next converter: in_proj_qkvz split into [q | k | v]
+                # (attn_qkv) and z (attn_gate), value heads still grouped by key head; b/a kept
+                # grouped per key head in ssm_ba ([b_g a_g]).
+                qkv, z = t(p + "attn_qkv.weight"), t(p + "attn_gate.weight")
+                r = m.lin_nv // m.lin_nk
+                gb = t(p + "ssm_ba.weight").reshape(m.lin_nk, 2 * r, -1)
+                b, al = gb[:, :r].reshape(m.lin_nv, -1), gb[:, r:].reshape(m.lin_nv, -1)
             else:
                 qkv, z = t(p + "attn_qkv.weight"), t(p + "attn_gate.weight")
                 b, al = t(p + "ssm_beta.weight"), t(p + "ssm_alpha.weight")

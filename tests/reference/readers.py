@@ -173,23 +173,37 @@ class SafetensorsDir:
                     self.where[n] = st
         with open(os.path.join(path, "config.json")) as f:
             self.config = json.load(f)
+        # Multimodal checkpoints (Qwen3.5) keep the text model under a prefix: transformers'
+        # model.language_model.* and mlx-lm's language_model.model.* / language_model.lm_head.*.
+        # Text-model names are accepted for them; quantization settings stay keyed by stored name.
+        self.stored = {}
+        for n in list(self.where):
+            for pre, to in (("model.language_model.", "model."), ("language_model.model.", "model."),
+                            ("language_model.lm_head.", "lm_head.")):
+                if n.startswith(pre):
+                    self.stored[to + n[len(pre):]] = n
+                    self.where[to + n[len(pre):]] = self.where[n]
+                    break
+
+    def stored_name(self, name):
+        return self.stored.get(name, name)
 
     def has(self, name):
         return name in self.where
 
     def raw(self, name):
-        return self.where[name].raw(name)
+        return self.where[name].raw(self.stored_name(name))
 
     def tensor(self, name):
         """Dense float64 weight; MLX-quantized weights (name.scales present) are dequantized."""
         base = name[:-len(".weight")] if name.endswith(".weight") else None
         if base is not None and self.has(base + ".scales"):
             return self._mlx_dequant(base)
-        return self.where[name].tensor(name)
+        return self.where[name].tensor(self.stored_name(name))
 
     def _quant_params(self, module):
         q = self.config.get("quantization") or self.config.get("quantization_config") or {}
-        per = q.get(module)
+        per = q.get(self.stored_name(module + ".weight")[:-len(".weight")])
         if isinstance(per, dict):
             return int(per.get("group_size", q.get("group_size", 64))), per.get("bits")
         return int(q.get("group_size", 64)), q.get("bits")

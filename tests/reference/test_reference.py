@@ -278,6 +278,26 @@ class MoeTests(unittest.TestCase):
 
 
 @unittest.skipUnless(os.path.exists(os.path.join(DEMO, "stories15M.bin")), "demo weights missing")
+class HybridLayoutTests(unittest.TestCase):
+    """The three converters' layouts of one set of hybrid weights (hybrid_fixtures.py) read back to
+    the same model: transformers (w, conv [C, 1, K]), mlx-lm (1 + w, conv [C, K, 1], switch_mlp,
+    quantized), llama.cpp GGUF (1 + w, ssm_a, split qkv, tiled value heads)."""
+
+    def test_every_layout_gives_the_transformers_logits(self):
+        import hybrid
+        import hybrid_fixtures
+        with tempfile.TemporaryDirectory() as tmp:
+            for name, arch, moe, seed in hybrid_fixtures.CASES:
+                d, want = hybrid_fixtures.write_case(tmp, name, arch, moe, seed)
+                for other, shifted in (("hf", False), ("mlx", True)):
+                    st = readers.SafetensorsDir(os.path.join(d, other))
+                    self.assertEqual(hybrid.stored_gains_shifted(st, arch), shifted, (name, other))
+                for other in ("mlx", os.path.join("gguf", "model.gguf")):
+                    got = ref_model.forward(ref_model.load(os.path.join(d, other)), hybrid_fixtures.PROMPT)
+                    err = float(np.abs(got - want).max() / np.abs(want).max())
+                    self.assertLess(err, 1e-5, (name, other))
+
+
 class Stories15MTests(unittest.TestCase):
     def test_greedy_matches_golden_and_known_sentence(self):
         m = ref_model.load(os.path.join(DEMO, "stories15M.bin"))

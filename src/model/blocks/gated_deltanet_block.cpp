@@ -32,7 +32,7 @@ void grow(std::vector<float>& v, int64_t n) {
 }  // namespace
 
 void fold_zero_centred_norm(const WeightLoader& loader, std::vector<float>& w) {
-  if (loader.files().format() == ModelFormat::kGguf) return;
+  if (loader.files().zero_centred_gains_shifted()) return;
   for (float& v : w) v += 1.0f;
 }
 
@@ -53,6 +53,12 @@ Result<GatedDeltaNetWeights> load_gated_deltanet(const WeightLoader& loader, int
     w.grouped = true;
     SPLASH_TRY(w.in, loader.projections({name("in_proj_qkvz.weight"), name("in_proj_ba.weight")},
                                         {2 * d.kd() + 2 * d.vd(), 2 * d.nv}, c.n_embd, {}));
+  } else if (loader.find(name("in_proj_b.weight")) == nullptr && loader.find(name("in_proj_ba.weight")) != nullptr) {
+    // llama.cpp's current qwen3next converter splits in_proj_qkvz into [q | k | v] (attn_qkv) and z
+    // (attn_gate), value heads still grouped, but keeps in_proj_ba grouped per key head (ssm_ba).
+    w.ba_grouped = true;
+    SPLASH_TRY(w.in, loader.projections({name("in_proj_qkv.weight"), name("in_proj_z.weight"), name("in_proj_ba.weight")},
+                                        {d.conv_dim(), d.vd(), 2 * d.nv}, c.n_embd, {}));
   } else {
     SPLASH_TRY(w.in, loader.projections({name("in_proj_qkv.weight"), name("in_proj_z.weight"),
                                          name("in_proj_b.weight"), name("in_proj_a.weight")},
@@ -79,8 +85,17 @@ void scatter_projections(const GatedDeltaNetWeights& w, const Dims& d, const flo
   if (!w.grouped) {
     std::memcpy(mixed, row, d.conv_dim() * sizeof(float));
     std::memcpy(z, row + d.conv_dim(), d.vd() * sizeof(float));
-    std::memcpy(b, row + d.conv_dim() + d.vd(), d.nv * sizeof(float));
-    std::memcpy(a, row + d.conv_dim() + d.vd() + d.nv, d.nv * sizeof(float));
+    const float* ba = row + d.conv_dim() + d.vd();
+    if (!w.ba_grouped) {
+      std::memcpy(b, ba, d.nv * sizeof(float));
+      std::memcpy(a, ba + d.nv, d.nv * sizeof(float));
+      return;
+    }
+    const int64_t r = d.nv / d.nk;  // per key head g: [b_g (r) a_g (r)]
+    for (int64_t g = 0; g < d.nk; ++g) {
+      std::memcpy(b + g * r, ba + g * 2 * r, r * sizeof(float));
+      std::memcpy(a + g * r, ba + g * 2 * r + r, r * sizeof(float));
+    }
     return;
   }
   // Qwen3-Next: per key head g, [q_g (dk) k_g (dk) v_g (r dv) z_g (r dv)], then per g [b_g (r) a_g (r)].
