@@ -43,6 +43,7 @@ struct ServeArgs {
   std::string max_cache_disk = "0", cache_dir;
   bool persistent_cache = false;
   std::string cache_write_behind;  // hidden: tests shorten the write-behind delay
+  std::string drafter_watch;       // hidden: tests shorten the paired-drafter poll
 };
 
 int usage_error(const std::string& msg) {
@@ -152,6 +153,11 @@ int to_options(const ServeArgs& a, app::ServeOptions& o) {
     auto d = app::parse_duration(a.cache_write_behind);
     if (!d.ok()) return usage_error("--cache-write-behind: " + d.error_message());
     o.cache_write_behind = *d;
+  }
+  if (!a.drafter_watch.empty()) {
+    auto d = app::parse_duration(a.drafter_watch);
+    if (!d.ok()) return usage_error("--drafter-watch: " + d.error_message());
+    o.drafter_watch = *d;
   }
   return 0;
 }
@@ -266,6 +272,9 @@ Runner register_serve(CLI::App& app) {
       ->group(kReq);
   // Not in --help (an empty group hides it): the persistent cache's write-behind delay, for tests.
   app.add_option("--cache-write-behind", a->cache_write_behind, "DURATION: write-behind delay (default: 10s)")
+      ->group("");
+  app.add_option("--drafter-watch", a->drafter_watch,
+                 "DURATION: how often --spec auto on lookup looks for the model's DFlash drafter (default: 5s)")
       ->group("");
   return [a] {
     app::ServeOptions o;
