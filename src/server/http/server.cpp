@@ -42,7 +42,7 @@ uint16_t address_port(const sockaddr_storage& ss) {
   return 0;
 }
 
-int64_t now_ms() {
+int64_t server_now_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now().time_since_epoch()).count();
 }
 
@@ -199,7 +199,7 @@ void Server::accept_ready() {
       conn->local_addr = address_string(local);
       conn->local_port = address_port(local);
     }
-    conn->idle_since_ms.store(now_ms());
+    conn->idle_since_ms.store(server_now_ms());
     Connection* raw = conn.get();
     conns_.push_back(std::move(conn));
     raw->thread = std::thread([this, raw] {
