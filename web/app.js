@@ -14,6 +14,7 @@ const state = {
   messages: [],        // OpenAI chat messages of this conversation (without the system prompt)
   model: null,         // id from GET /v1/models
   mode: 'chat',        // 'chat', or 'continue' for a model without a chat template
+  context: 0,          // max_model_len from GET /v1/models: the prompt plus the answer fit in it
   controller: null,    // AbortController of the request in flight
   retry_after_key: false,  // the last turn failed with 401: saving a key re-sends it
   retry_text: null,    // ... and in continuation mode, the text it was to continue
@@ -85,6 +86,7 @@ async function load_model() {
     const body = await response.json();
     const entry = body.data && body.data.length ? body.data[0] : null;
     state.model = entry ? entry.id : null;
+    state.context = entry && entry.max_model_len > 0 ? entry.max_model_len : 0;
     label.textContent = state.model || 'no model';
     set_mode(entry && entry.chat_template === false ? 'continue' : 'chat');
   } catch (e) {
@@ -238,13 +240,28 @@ function stats_text(r) {
 
 // --- one turn ----------------------------------------------------------------------------------
 
-// Continuation mode: the typed text is the prompt. Without a Max tokens setting the page asks for
-// 256 (OpenAI's completions default is 16 tokens, too short to read as a continuation).
-function completion_body(text) {
+// Continuation mode: the typed text is the prompt. Without a Max tokens setting the page asks for up
+// to 256 tokens, fewer when the prompt leaves less room in the context (the demo's is 256 tokens; the
+// prompt is counted with POST /tokenize). OpenAI's completions default, 16 tokens, reads as nothing.
+async function continuation_max_tokens(text, signal) {
+  const set = parseInt($('max-tokens').value, 10);
+  if (set > 0) return set;
+  let room = state.context > 0 ? Math.floor(state.context / 2) : 256;
+  try {
+    const response = await fetch('tokenize', {
+      method: 'POST', headers: request_headers(true), body: JSON.stringify({ content: text, add_special: true }), signal,
+    });
+    if (response.ok && state.context > 0) room = state.context - (await response.json()).tokens.length;
+  } catch (e) {
+    if (e.name === 'AbortError') throw e;
+  }
+  return Math.max(1, Math.min(256, room));
+}
+
+function completion_body(text, max_tokens) {
   const body = { prompt: text, stream: true, stream_options: { include_usage: true }, return_progress: true };
   if (state.model) body.model = state.model;
-  const max_tokens = parseInt($('max-tokens').value, 10);
-  body.max_tokens = max_tokens > 0 ? max_tokens : 256;
+  body.max_tokens = max_tokens;
   const temperature = parseFloat($('temperature').value);
   if (Number.isFinite(temperature)) body.temperature = temperature;
   return body;
@@ -294,10 +311,13 @@ async function run_turn(continue_text = null) {
   let first_at = null;
   try {
     const continuing = continue_text !== null;
+    const body = continuing
+      ? completion_body(continue_text, await continuation_max_tokens(continue_text, controller.signal))
+      : request_body();
     const response = await fetch(continuing ? 'v1/completions' : 'v1/chat/completions', {
       method: 'POST',
       headers: request_headers(true),
-      body: JSON.stringify(continuing ? completion_body(continue_text) : request_body()),
+      body: JSON.stringify(body),
       signal: controller.signal,
     });
     if (!response.ok) {

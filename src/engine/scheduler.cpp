@@ -3,6 +3,7 @@
 #include "engine/scheduler.h"
 
 #include <algorithm>
+#include <ctime>
 
 #include "engine/cache_namespace.h"
 #include "engine/scheduler_impl.h"
@@ -297,6 +298,7 @@ bool EngineImpl::try_swap_drafter() {
   metrics_.draft_method = std::string(drafter_->method());
   method_metrics(metrics_.draft_method);
   ++metrics_.drafters_attached;
+  metrics_.drafter_attached_unix_s = static_cast<int64_t>(std::time(nullptr));
   return true;
 }
 

@@ -176,6 +176,7 @@ struct EngineStatus {
     };
     std::vector<DraftMethod> draft_methods;
     int64_t drafters_attached = 0;  // attach_drafter() sources that new lanes now use
+    int64_t drafter_attached_unix_s = 0;  // when the last one was swapped in (seconds since 1970); 0 = never
   } metrics;
 };
 

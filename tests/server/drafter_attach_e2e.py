@@ -165,6 +165,7 @@ class DrafterAttach(unittest.TestCase):
             m = metrics(server)
             self.assertEqual(m["draft_method"], "dflash")
             self.assertEqual(m["drafters_attached"], 1)
+            self.assertRegex(m["drafter_attached_at"], r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
             self.assertIn("lookup", m["draft_methods"])
             self.assertGreater(m["draft_methods"]["dflash"]["drafted_tokens"], 0, m)
         finally:

@@ -3,6 +3,7 @@
 #include "server/app/status_cache.h"
 
 #include <cstdio>
+#include <ctime>
 
 namespace splash::app {
 
@@ -99,6 +100,17 @@ double mean_accepted_length(const EngineStatus::Metrics::DraftMethod& m) {
 
 // Per speculative method: {"lookup": {drafted_tokens, ...}}; {} when speculation is off. Two entries
 // when a drafter was attached while serving (lookup until the demo's DFlash drafter appeared).
+// "2026-12-06T14:05:09Z"; null for 0 (never).
+nlohmann::json unix_time_json(int64_t unix_s) {
+  if (unix_s <= 0) return nullptr;
+  const std::time_t t = static_cast<std::time_t>(unix_s);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
 // A snapshot without per-method entries (built by hand) counts its totals under draft_method.
 std::vector<EngineStatus::Metrics::DraftMethod> draft_methods(const EngineStatus::Metrics& m) {
   if (!m.draft_methods.empty() || m.draft_method.empty()) return m.draft_methods;
@@ -183,10 +195,11 @@ nlohmann::json status_json(const StatusSnapshot& s) {
         {"draft_acceptance_rate", e.metrics.draft_acceptance_rate},
         {"mean_accepted_length", e.metrics.mean_accepted_length},
         {"draft_methods", draft_methods_json(e.metrics)},
-        // The drafter new requests get, and how many were attached while serving (a DFlash drafter
-        // that appeared beside the model after the start: lookup -> dflash).
+        // The drafter new requests get, how many were attached while serving (a DFlash drafter that
+        // appeared beside the model after the start: lookup -> dflash) and when the last one was.
         {"draft_method", e.metrics.draft_method},
-        {"drafters_attached", e.metrics.drafters_attached}}},
+        {"drafters_attached", e.metrics.drafters_attached},
+        {"drafter_attached_at", unix_time_json(e.metrics.drafter_attached_unix_s)}}},
       {"disk", disk_json(s.disk, e.cache)},
       {"ane_ffn",
        {{"state", "unavailable"},

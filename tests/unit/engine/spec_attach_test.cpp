@@ -95,6 +95,7 @@ TEST(SpecAttach, DrafterAttachedMidRequestKeepsGreedyOutput) {
   const EngineStatus st = e->status();
   EXPECT_EQ(st.metrics.draft_method, "oracle");
   EXPECT_EQ(st.metrics.drafters_attached, 1);
+  EXPECT_GT(st.metrics.drafter_attached_unix_s, 0);
   ASSERT_EQ(st.metrics.draft_methods.size(), 2u);
   EXPECT_EQ(st.metrics.draft_methods[0].method, "lookup");
   const auto* o_m = find_method(st, "oracle");
