@@ -179,6 +179,8 @@ Status EngineImpl::attach_drafter(std::unique_ptr<DrafterSource> source) {
   if (options_.spec_block < 2)
     return make_error("attach_drafter: speculative decoding is off in this engine (spec_block ", options_.spec_block,
                       ")");
+  if (options_.spec_block > 32)  // create() checks this only when a drafter is there from the start
+    return make_error("attach_drafter: spec_block = ", options_.spec_block, " is outside [2, 32]");
   std::lock_guard lk(mu_);
   if (stop_) return make_error("shutting down: the engine is stopping");
   incoming_drafter_ = std::move(source);

@@ -215,7 +215,7 @@ class Engine {
   // waits while a running lane's drafter conditions on other target layers than the new one's (the
   // forward returns one set of hidden rows). Greedy output does not change: verification is exact.
   // The engine owns `source` from here on. Errors: a null source, an engine built with spec_block < 2
-  // (speculation off), "shutting down". A second call before the first was taken replaces it.
+  // (speculation off) or > 32, "shutting down". A second call before the first was taken replaces it.
   Status attach_drafter(std::unique_ptr<DrafterSource> source);
 
   // Every request still queued or running gets kDone(kCancelled) (after at most the forward pass in
