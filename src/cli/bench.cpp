@@ -156,7 +156,7 @@ std::string format_params(uint64_t n) {
   return buf;
 }
 
-int usage_error(const std::string& msg) {
+int bench_usage_error(const std::string& msg) {
   std::fprintf(stderr, "error: %s\n", msg.c_str());
   return 2;
 }
@@ -164,17 +164,17 @@ int usage_error(const std::string& msg) {
 int run_bench(BenchArgs a) {
   // SPLASH_PROFILE=1 is the same as --profile (read here, at the edge; the forward takes a pointer).
   if (const char* e = std::getenv("SPLASH_PROFILE"); e != nullptr && *e != '\0' && std::string(e) != "0") a.profile = true;
-  if (a.reps < 1) return usage_error(str_cat("-r ", a.reps, " must be >= 1"));
-  if (a.tg < 0) return usage_error(str_cat("-n ", a.tg, " is negative"));
-  if (a.depth < 0) return usage_error(str_cat("-d ", a.depth, " is negative"));
-  if (a.threads < 0) return usage_error(str_cat("--threads ", a.threads, " is negative"));
+  if (a.reps < 1) return bench_usage_error(str_cat("-r ", a.reps, " must be >= 1"));
+  if (a.tg < 0) return bench_usage_error(str_cat("-n ", a.tg, " is negative"));
+  if (a.depth < 0) return bench_usage_error(str_cat("-d ", a.depth, " is negative"));
+  if (a.threads < 0) return bench_usage_error(str_cat("--threads ", a.threads, " is negative"));
   for (int64_t p : a.pp)
-    if (p < 0) return usage_error(str_cat("-p ", p, " is negative"));
+    if (p < 0) return bench_usage_error(str_cat("-p ", p, " is negative"));
   KvFormat format;
   if (a.kv_format == "int8") format = KvFormat::kInt8;
   else if (a.kv_format == "bf16") format = KvFormat::kBF16;
   else if (a.kv_format == "f32") format = KvFormat::kF32;
-  else return usage_error(str_cat("--kv-format '", a.kv_format, "' is not one of int8, bf16, f32"));
+  else return bench_usage_error(str_cat("--kv-format '", a.kv_format, "' is not one of int8, bf16, f32"));
 
   ModelFilesOptions fopts;
   fopts.tokenizer_path = a.tokenizer;
@@ -196,7 +196,7 @@ int run_bench(BenchArgs a) {
   int64_t longest = a.tg + 1;  // tgN: a one-token prompt, then N steps
   for (int64_t p : a.pp) longest = std::max(longest, p);
   if (a.depth + longest > m.max_context())
-    return usage_error(str_cat("a test needs ", a.depth + longest, " positions (", a.depth, " of depth); the model's ",
+    return bench_usage_error(str_cat("a test needs ", a.depth + longest, " positions (", a.depth, " of depth); the model's ",
                                "context limit is ", m.max_context()));
   auto kv = KvPagePool::create(m.kv_cache_config(format, (a.depth + longest) / kKvPageTokens + 2));
   if (!kv.ok()) return std::fprintf(stderr, "error: %s\n", kv.error_message().c_str()), 1;

@@ -41,17 +41,17 @@ std::optional<KvFormat> parse_kv_format(const std::string& s) {
   return std::nullopt;
 }
 
-int usage_error(const std::string& msg) {
+int run_usage_error(const std::string& msg) {
   std::fprintf(stderr, "error: %s\n", msg.c_str());
   return 2;
 }
 
 int run_run(const RunArgs& a) {
   // Flags first (exit 2), so a typo is reported before a slow model load.
-  if (a.n_predict < 0) return usage_error(str_cat("-n ", a.n_predict, " is negative"));
-  if (a.threads < 0) return usage_error(str_cat("--threads ", a.threads, " is negative"));
+  if (a.n_predict < 0) return run_usage_error(str_cat("-n ", a.n_predict, " is negative"));
+  if (a.threads < 0) return run_usage_error(str_cat("--threads ", a.threads, " is negative"));
   std::optional<KvFormat> kv_format = parse_kv_format(a.kv_format);
-  if (!kv_format) return usage_error(str_cat("--kv-format '", a.kv_format, "' is not one of int8, bf16, f32"));
+  if (!kv_format) return run_usage_error(str_cat("--kv-format '", a.kv_format, "' is not one of int8, bf16, f32"));
   GenerateOptions opt;
   opt.max_tokens = a.n_predict;
   opt.kv_format = *kv_format;
@@ -63,9 +63,9 @@ int run_run(const RunArgs& a) {
   opt.sampling.min_p = a.min_p;
   opt.sampling.repetition_penalty = a.repeat_penalty;
   opt.sampling.seed = a.seed;
-  if (Status st = opt.sampling.validate(); !st.ok()) return usage_error(st.error_message());
+  if (Status st = opt.sampling.validate(); !st.ok()) return run_usage_error(st.error_message());
   auto spec = spec_options(a.spec);
-  if (!spec.ok()) return usage_error(spec.error_message());
+  if (!spec.ok()) return run_usage_error(spec.error_message());
 
   ModelFilesOptions fopts;
   fopts.tokenizer_path = a.tokenizer;
@@ -90,7 +90,7 @@ int run_run(const RunArgs& a) {
   const std::vector<int32_t> text_ids = tokenizer.encode(a.prompt, /*add_special=*/false, /*parse_special=*/true);
   prompt.insert(prompt.end(), text_ids.begin(), text_ids.end());
   if (prompt.empty())
-    return usage_error(tokenizer.bos_id() < 0 ? "the prompt is empty and the vocabulary has no BOS token"
+    return run_usage_error(tokenizer.bos_id() < 0 ? "the prompt is empty and the vocabulary has no BOS token"
                                               : "the prompt is empty and --no-bos was given");
 
   auto stats = generate(*model, tokenizer, prompt, opt, [](std::string_view s) {

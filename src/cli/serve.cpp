@@ -43,9 +43,10 @@ struct ServeArgs {
   std::string max_cache_disk = "0", cache_dir;
   bool persistent_cache = false;
   std::string cache_write_behind;  // hidden: tests shorten the write-behind delay
+  std::string drafter_watch;       // hidden: tests shorten the paired-drafter poll
 };
 
-int usage_error(const std::string& msg) {
+int serve_usage_error(const std::string& msg) {
   std::fprintf(stderr, "error: %s\nRun 'splash serve --help' for the flags.\n", msg.c_str());
   return 2;
 }
@@ -60,35 +61,35 @@ int to_options(const ServeArgs& a, app::ServeOptions& o) {
   o.model = a.model;
   if (!std::filesystem::exists(a.model)) {
     auto ref = hub::parse_model_ref(a.model, [](const std::string&) { return false; });
-    if (!ref.ok()) return usage_error(ref.error_message());
+    if (!ref.ok()) return serve_usage_error(ref.error_message());
   }
-  if (Status st = hub::check_revision(a.revision); !st.ok()) return usage_error(st.error_message());
+  if (Status st = hub::check_revision(a.revision); !st.ok()) return serve_usage_error(st.error_message());
   o.hub = hub::settings_from_environment(a.offline);
   o.hub.revision = a.revision;
   o.draft_model = a.draft_model;
   SpecArgs spec_args = a.spec;
   spec_args.draft_model = a.draft_model;  // resolved (Hub or folder) at start-up, then set again
   auto spec = spec_options(spec_args);
-  if (!spec.ok()) return usage_error(spec.error_message());
+  if (!spec.ok()) return serve_usage_error(spec.error_message());
   o.spec = *spec;
   if (o.spec.method == SpecMethod::kMtp && !a.draft_model.empty())
-    return usage_error("--spec mtp uses the model's own MTP head: --draft-model does not apply");
+    return serve_usage_error("--spec mtp uses the model's own MTP head: --draft-model does not apply");
   if ((o.spec.method == SpecMethod::kLookup || o.spec.method == SpecMethod::kOff) && !a.draft_model.empty())
-    return usage_error(str_cat("--spec ", spec_method_name(o.spec.method), " uses no draft model: drop --draft-model"));
+    return serve_usage_error(str_cat("--spec ", spec_method_name(o.spec.method), " uses no draft model: drop --draft-model"));
   o.tokenizer = a.tokenizer;
   for (const std::string& n : a.served_model_names) {
-    if (Status st = app::check_served_model_name(n); !st.ok()) return usage_error(st.error_message());
+    if (Status st = app::check_served_model_name(n); !st.ok()) return serve_usage_error(st.error_message());
   }
   o.served_model_names = a.served_model_names;
-  if (a.host.empty()) return usage_error("--host: the address is empty");
+  if (a.host.empty()) return serve_usage_error("--host: the address is empty");
   o.host = a.host;
   if (!a.port.empty()) {
     auto p = app::parse_port(a.port);
-    if (!p.ok()) return usage_error(p.error_message());
+    if (!p.ok()) return serve_usage_error(p.error_message());
     o.port = *p;
   } else if (const char* e = env("SPLASH_PORT")) {
     auto p = app::parse_port(e, "SPLASH_PORT");
-    if (!p.ok()) return usage_error(p.error_message());
+    if (!p.ok()) return serve_usage_error(p.error_message());
     o.port = *p;
   }
   if (a.api_key_given) {
@@ -98,59 +99,64 @@ int to_options(const ServeArgs& a, app::ServeOptions& o) {
   }
   if (a.api_key_given || !o.api_key.empty()) {
     if (Status st = app::check_api_key(o.api_key); !st.ok())
-      return usage_error(a.api_key_given ? st.error_message() : "SPLASH_API_KEY" + st.error_message().substr(9));
+      return serve_usage_error(a.api_key_given ? st.error_message() : "SPLASH_API_KEY" + st.error_message().substr(9));
   }
   for (const std::string& h : a.allowed_hosts)
-    if (Status st = app::check_allowed_host(h); !st.ok()) return usage_error(st.error_message());
+    if (Status st = app::check_allowed_host(h); !st.ok()) return serve_usage_error(st.error_message());
   o.allowed_hosts = a.allowed_hosts;
   for (const std::string& h : a.allowed_origins)
-    if (Status st = app::check_allowed_origin(h); !st.ok()) return usage_error(st.error_message());
+    if (Status st = app::check_allowed_origin(h); !st.ok()) return serve_usage_error(st.error_message());
   o.allowed_origins = a.allowed_origins;
   o.webui = !a.no_webui;
 
   auto mm = app::parse_max_memory(a.max_memory);
-  if (!mm.ok()) return usage_error(mm.error_message());
+  if (!mm.ok()) return serve_usage_error(mm.error_message());
   o.max_memory = *mm;
   auto mc = app::parse_max_context(a.max_context);
-  if (!mc.ok()) return usage_error(mc.error_message());
+  if (!mc.ok()) return serve_usage_error(mc.error_message());
   o.max_context = *mc;
   auto kv = app::parse_kv_format(a.kv_format);
-  if (!kv.ok()) return usage_error(kv.error_message());
+  if (!kv.ok()) return serve_usage_error(kv.error_message());
   o.kv_format = *kv;
 
   std::string effort = a.default_reasoning_effort;
   if (effort.empty())
     if (const char* e = env("SPLASH_DEFAULT_REASONING_EFFORT")) effort = e;
   if (!effort.empty()) {
-    if (Status st = app::check_reasoning_effort(effort); !st.ok()) return usage_error(st.error_message());
+    if (Status st = app::check_reasoning_effort(effort); !st.ok()) return serve_usage_error(st.error_message());
   }
   o.default_reasoning_effort = effort;
   auto mr = app::parse_max_request_size(a.max_request_size);
-  if (!mr.ok()) return usage_error(mr.error_message());
+  if (!mr.ok()) return serve_usage_error(mr.error_message());
   o.max_request_bytes = *mr;
   if (!a.request_timeout.empty()) {
     auto d = app::parse_duration(a.request_timeout);
-    if (!d.ok()) return usage_error(d.error_message());
+    if (!d.ok()) return serve_usage_error(d.error_message());
     o.request_timeout = *d;
   }
-  if (a.queue_size < 1 || a.queue_size > 4096) return usage_error("--queue-size: must be in 1..4096");
+  if (a.queue_size < 1 || a.queue_size > 4096) return serve_usage_error("--queue-size: must be in 1..4096");
   o.queue_size = a.queue_size;
-  if (a.threads < 0 || a.threads > 1024) return usage_error("--threads: must be in 0..1024 (0 = physical cores)");
+  if (a.threads < 0 || a.threads > 1024) return serve_usage_error("--threads: must be in 0..1024 (0 = physical cores)");
   o.threads = a.threads;
   o.disable_ane = a.disable_ane;
 
   auto disk = app::parse_max_cache_disk(a.max_cache_disk);
-  if (!disk.ok()) return usage_error(disk.error_message());
+  if (!disk.ok()) return serve_usage_error(disk.error_message());
   if (Status st = app::check_cache_flags(*disk, a.persistent_cache, !a.cache_dir.empty()); !st.ok())
-    return usage_error(st.error_message());
+    return serve_usage_error(st.error_message());
   o.max_cache_disk = *disk;
   o.persistent_cache = a.persistent_cache;
   o.cache_dir = a.cache_dir.empty() ? default_cache_dir(env("XDG_CACHE_HOME"), env("HOME")) : a.cache_dir;
   o.temp_dir = env("TMPDIR") ? env("TMPDIR") : "/tmp";
   if (!a.cache_write_behind.empty()) {
     auto d = app::parse_duration(a.cache_write_behind);
-    if (!d.ok()) return usage_error("--cache-write-behind: " + d.error_message());
+    if (!d.ok()) return serve_usage_error("--cache-write-behind: " + d.error_message());
     o.cache_write_behind = *d;
+  }
+  if (!a.drafter_watch.empty()) {
+    auto d = app::parse_duration(a.drafter_watch);
+    if (!d.ok()) return serve_usage_error("--drafter-watch: " + d.error_message());
+    o.drafter_watch = *d;
   }
   return 0;
 }
@@ -267,6 +273,9 @@ Runner register_serve(CLI::App& app) {
       ->group(kReq);
   // Not in --help (an empty group hides it): the persistent cache's write-behind delay, for tests.
   app.add_option("--cache-write-behind", a->cache_write_behind, "DURATION: write-behind delay (default: 10s)")
+      ->group("");
+  app.add_option("--drafter-watch", a->drafter_watch,
+                 "DURATION: how often --spec auto on lookup looks for the model's DFlash drafter (default: 5s)")
       ->group("");
   return [a] {
     app::ServeOptions o;

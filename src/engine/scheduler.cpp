@@ -3,6 +3,7 @@
 #include "engine/scheduler.h"
 
 #include <algorithm>
+#include <ctime>
 
 #include "engine/cache_namespace.h"
 #include "engine/scheduler_impl.h"
@@ -76,6 +77,7 @@ Result<uint64_t> Engine::submit(EngineRequest request, EngineCallback callback) 
 void Engine::cancel(uint64_t id) { impl_->cancel(id); }
 EngineStatus Engine::status() const { return impl_->status(); }
 void Engine::shutdown() { impl_->shutdown(); }
+Status Engine::attach_drafter(std::unique_ptr<DrafterSource> source) { return impl_->attach_drafter(std::move(source)); }
 
 // --- EngineImpl: API side ----------------------------------------------------------------------------
 
@@ -99,10 +101,13 @@ EngineImpl::EngineImpl(const Model& model, const Tokenizer& tokenizer, const Eng
   status_.kv.allocated_bytes = kv_.kv_bytes_total();
   status_.kv.page_bytes = kv_.page_bytes();
   if (options_.drafter && options_.spec_block > 1) {
+    drafter_ = options_.drafter;
     // Every pass returns the hidden rows the drafter conditions on (DFlash; empty for the others).
-    fwd_.hidden_layers = options_.drafter->make()->hidden_layers();
-    metrics_.draft_method = std::string(options_.drafter->method());
+    fwd_.hidden_layers = drafter_->make()->hidden_layers();
+    metrics_.draft_method = std::string(drafter_->method());
+    method_metrics(metrics_.draft_method);
   }
+  status_.metrics = metrics_;  // the drafter's method shows before the first tick
   if (options_.prefix_cache) {
     PrefixCacheOptions co;
     // The same description the disk tier was opened with (serve): one function, so a change to it
@@ -169,6 +174,20 @@ EngineStatus EngineImpl::status() const {
   return s;
 }
 
+Status EngineImpl::attach_drafter(std::unique_ptr<DrafterSource> source) {
+  if (!source) return make_error("attach_drafter: no drafter source");
+  if (options_.spec_block < 2)
+    return make_error("attach_drafter: speculative decoding is off in this engine (spec_block ", options_.spec_block,
+                      ")");
+  if (options_.spec_block > 32)  // create() checks this only when a drafter is there from the start
+    return make_error("attach_drafter: spec_block = ", options_.spec_block, " is outside [2, 32]");
+  std::lock_guard lk(mu_);
+  if (stop_) return make_error("shutting down: the engine is stopping");
+  incoming_drafter_ = std::move(source);
+  cv_.notify_one();
+  return {};
+}
+
 void EngineImpl::shutdown() {
   {
     std::lock_guard lk(mu_);
@@ -192,7 +211,7 @@ void EngineImpl::run() {
       // Lanes or queued requests are work, unless the last tick could only wait for an SSD read:
       // then it looks again every 2 ms (the read's batch takes longer than that).
       auto work = [&] {
-        return stop_ || !incoming_.empty() || !cancels_.empty() ||
+        return stop_ || !incoming_.empty() || !cancels_.empty() || incoming_drafter_ ||
                (!disk_wait_only_ && (!lanes_.empty() || !queue_.empty()));
       };
       EngineClock::time_point until = write_behind_at_;
@@ -205,7 +224,9 @@ void EngineImpl::run() {
         incoming_.pop_front();
       }
       cancels.swap(cancels_);
+      if (incoming_drafter_) pending_drafter_ = std::move(incoming_drafter_);
     }
+    if (pending_drafter_ && try_swap_drafter()) publish_and_deliver();
     tick(std::move(cancels));
     // Restore points due for write-behind: a bounded batch into the disk tier's queue (its writer
     // thread does the I/O).
@@ -262,6 +283,32 @@ void EngineImpl::end_lane_at(size_t i, FinishReason reason, std::string error, E
   std::unique_ptr<Lane> lane = std::move(lanes_[i]);
   lanes_.erase(lanes_.begin() + static_cast<std::ptrdiff_t>(i));
   end_lane(std::move(lane), reason, std::move(error), now);
+}
+
+bool EngineImpl::try_swap_drafter() {
+  std::vector<int> layers = pending_drafter_->make()->hidden_layers();
+  auto conflicts = [&](const std::unique_ptr<Lane>& lane) {
+    return lane->drafter() && !lane->drafter()->hidden_layers().empty() && lane->drafter()->hidden_layers() != layers;
+  };
+  // Preempted lanes wait in queue_ with their drafter and run it again when re-admitted.
+  if (std::any_of(lanes_.begin(), lanes_.end(), conflicts) || std::any_of(queue_.begin(), queue_.end(), conflicts))
+    return false;
+  // Lanes still running on a drafter without hidden layers (lookup) ignore the rows the new one needs.
+  if (!layers.empty() || drafter_ == nullptr) fwd_.hidden_layers = std::move(layers);
+  attached_drafters_.push_back(std::move(pending_drafter_));
+  drafter_ = attached_drafters_.back().get();
+  metrics_.draft_method = std::string(drafter_->method());
+  method_metrics(metrics_.draft_method);
+  ++metrics_.drafters_attached;
+  metrics_.drafter_attached_unix_s = static_cast<int64_t>(std::time(nullptr));
+  return true;
+}
+
+EngineStatus::Metrics::DraftMethod& EngineImpl::method_metrics(std::string_view method) {
+  for (auto& m : metrics_.draft_methods)
+    if (m.method == method) return m;
+  metrics_.draft_methods.push_back({std::string(method)});
+  return metrics_.draft_methods.back();
 }
 
 void EngineImpl::publish_and_deliver() {

@@ -114,7 +114,8 @@ struct EngineOptions {
   // Speculative decoding (spec/, spec 6): every decoding lane gets a Drafter from this source and
   // feeds [last token, up to spec_block - 1 proposals] in the same batched forward as the other
   // lanes; the target verifies them (greedy output = plain decoding's, sampling distribution exact).
-  // nullptr or spec_block < 2 = plain decoding. Not owned; must outlive the engine.
+  // nullptr or spec_block < 2 = plain decoding. Not owned; must outlive the engine. spec_block >= 2
+  // without a drafter leaves room for Engine::attach_drafter().
   const DrafterSource* drafter = nullptr;
   int spec_block = 8;
 };
@@ -164,9 +165,18 @@ struct EngineStatus {
     double prefill_tok_s = 0, decode_tok_s = 0;  // tokens / those wall times (mixed passes count for both)
     // Speculative decoding (spec 3 metrics names): proposals verified, accepted, their ratio, and the
     // mean tokens committed per verify step of a lane (accepted + the target's own token).
-    std::string draft_method;  // "lookup", "draft", "dflash", "mtp"; empty when off
+    std::string draft_method;  // the current drafter: "lookup", "draft", "dflash", "mtp"; empty when off
     int64_t drafted_tokens = 0, accepted_draft_tokens = 0, verify_steps = 0;
     double draft_acceptance_rate = 0, mean_accepted_length = 0;
+    // The same counters per method of the lanes' drafters, in the order the methods first ran or were
+    // attached: one entry, plus one per drafter attached while serving (Engine::attach_drafter).
+    struct DraftMethod {
+      std::string method;
+      int64_t drafted_tokens = 0, accepted_draft_tokens = 0, verify_steps = 0;
+    };
+    std::vector<DraftMethod> draft_methods;
+    int64_t drafters_attached = 0;  // attach_drafter() sources that new lanes now use
+    int64_t drafter_attached_unix_s = 0;  // when the last one was swapped in (seconds since 1970); 0 = never
   } metrics;
 };
 
@@ -198,6 +208,15 @@ class Engine {
   void cancel(uint64_t id);
 
   EngineStatus status() const;
+
+  // Replaces the drafter source while serving (a DFlash drafter trained after the server started):
+  // lanes admitted after the engine thread takes it (at the next step boundary) get drafters from
+  // `source`; lanes already running keep theirs, so no sequence changes drafter mid-way. The swap
+  // waits while a running lane's drafter conditions on other target layers than the new one's (the
+  // forward returns one set of hidden rows). Greedy output does not change: verification is exact.
+  // The engine owns `source` from here on. Errors: a null source, an engine built with spec_block < 2
+  // (speculation off) or > 32, "shutting down". A second call before the first was taken replaces it.
+  Status attach_drafter(std::unique_ptr<DrafterSource> source);
 
   // Every request still queued or running gets kDone(kCancelled) (after at most the forward pass in
   // progress); the engine thread is joined. Later submits fail with "shutting down". Idempotent.

@@ -24,6 +24,7 @@ class EngineImpl {
   Result<uint64_t> submit(EngineRequest request, EngineCallback callback);
   void cancel(uint64_t id);
   EngineStatus status() const;
+  Status attach_drafter(std::unique_ptr<DrafterSource> source);
   void shutdown();
   void start() { thread_ = std::thread([this] { run(); }); }
 
@@ -57,6 +58,11 @@ class EngineImpl {
   void cache_publish(Lane& lane);
   // Publishes counters and delivers the queued kDone events (callbacks run without the lock).
   void publish_and_deliver();
+  // Makes `pending_drafter_` the source of new lanes once no running lane conditions on other hidden
+  // layers (attach_drafter); false while it has to wait.
+  bool try_swap_drafter();
+  // The per-method counters of `method`, added on first use.
+  EngineStatus::Metrics::DraftMethod& method_metrics(std::string_view method);
 
   const Model& model_;
   const Tokenizer& tokenizer_;
@@ -72,6 +78,7 @@ class EngineImpl {
   std::condition_variable cv_;
   std::deque<std::unique_ptr<Lane>> incoming_;  // submitted, not yet taken by the engine thread
   std::vector<uint64_t> cancels_;
+  std::unique_ptr<DrafterSource> incoming_drafter_;  // attach_drafter(), not yet taken
   bool stop_ = false;
   int64_t n_admitted_ = 0;  // submitted and not yet done (queue_size bound)
   uint64_t next_id_ = 1;
@@ -80,6 +87,11 @@ class EngineImpl {
   std::mutex join_mu_;
 
   // --- engine thread only
+  // The source new lanes' drafters come from: options_.drafter, or the last attached one. Attached
+  // sources stay owned here for the engine's life (declared before the lanes, so they outlive them).
+  const DrafterSource* drafter_ = nullptr;
+  std::vector<std::unique_ptr<DrafterSource>> attached_drafters_;
+  std::unique_ptr<DrafterSource> pending_drafter_;  // taken from incoming_drafter_, waiting to swap
   KvPagePool kv_;
   std::unique_ptr<PrefixCache> cache_;        // null when options_.prefix_cache is off; before kv_ dies
   std::deque<std::unique_ptr<Lane>> queue_;   // waiting for a lane, FIFO

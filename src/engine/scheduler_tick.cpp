@@ -123,8 +123,7 @@ void EngineImpl::tick(std::vector<uint64_t> cancels) {
   // --- admission, FIFO
   while (static_cast<int>(lanes_.size()) < options_.lanes && !queue_.empty()) {
     queue_.front()->set_admitted(now);
-    if (options_.drafter && options_.spec_block > 1 && !queue_.front()->drafter())
-      queue_.front()->set_drafter(options_.drafter->make());
+    if (drafter_ && !queue_.front()->drafter()) queue_.front()->set_drafter(drafter_->make());
     lanes_.push_back(std::move(queue_.front()));
     queue_.pop_front();
   }
@@ -154,7 +153,7 @@ void EngineImpl::tick(std::vector<uint64_t> cancels) {
   // give them, the youngest lane holding pages gives its pages back (it recomputes them later).
   // Speculative decoding: a decoding lane's rows are [last token, proposals...] (drafted once a tick);
   // when the pool is short, proposals go before any lane gives its pages back.
-  const int max_proposals = options_.drafter ? options_.spec_block - 1 : 0;
+  const int max_proposals = drafter_ ? options_.spec_block - 1 : 0;
   for (auto& lane : lanes_)
     if (lane->decoding()) lane->plan_block(max_proposals);
   bool proposals_dropped = false;
@@ -333,6 +332,10 @@ void EngineImpl::tick(std::vector<uint64_t> cancels) {
       metrics_.accepted_draft_tokens += n_accepted;
       metrics_.decode_tokens += n_accepted;
       ++metrics_.verify_steps;
+      auto& by_method = method_metrics(lane->drafter()->method());
+      by_method.drafted_tokens += k;
+      by_method.accepted_draft_tokens += n_accepted;
+      ++by_method.verify_steps;
       if (!st.ok() && !lane_finished) {
         finished.emplace_back(lane, Lane::Step{});
         finished.back().second.finish = FinishReason::kError;
@@ -341,7 +344,7 @@ void EngineImpl::tick(std::vector<uint64_t> cancels) {
       }
     }
     // The tick's wall time (drafting, forward, verification) against what this lane committed.
-    if (options_.drafter && r < n_decode)
+    if (drafter_ && r < n_decode)
       lane->draft_budget().observe_step(k > 0, static_cast<int>(n_accepted + 1),
                                         std::chrono::duration<double>(EngineClock::now() - now).count());
     // The drafter sees the committed tokens (and the hidden rows of the fed ones it keeps).

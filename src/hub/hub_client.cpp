@@ -14,7 +14,7 @@ namespace splash::hub {
 
 namespace {
 
-std::string lower(std::string s) {
+std::string lower_ascii(std::string s) {
   for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return s;
 }
@@ -78,7 +78,7 @@ size_t on_header(char* data, size_t size, size_t n, void* user) {
   if (line.rfind("HTTP/", 0) == 0) {
     t->headers->clear();  // a new response of the redirect chain
   } else if (size_t colon = line.find(':'); colon != std::string_view::npos) {
-    (*t->headers)[lower(std::string(line.substr(0, colon)))] = trim(line.substr(colon + 1));
+    (*t->headers)[lower_ascii(std::string(line.substr(0, colon)))] = trim(line.substr(colon + 1));
   }
   return size * n;
 }

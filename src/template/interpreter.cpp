@@ -10,7 +10,7 @@ namespace {
 
 constexpr int kMaxCallDepth = 200;
 
-[[noreturn]] void fail(const std::string& what) { throw TemplateError(what); }
+[[noreturn]] void eval_fail(const std::string& what) { throw TemplateError(what); }
 
 bool has_line_prefix(const std::string& msg) { return msg.rfind("line ", 0) == 0; }
 
@@ -121,7 +121,7 @@ Interpreter::Flow Interpreter::exec_for(const Node& n, Environment& env, std::st
     iterable = eval(*n.b, scope);
   }
   if (!iterable.is_array() && !iterable.is_object()) {
-    fail(str_cat("expected an iterable or object in for loop, got ", kind_name(iterable.kind())));
+    eval_fail(str_cat("expected an iterable or object in for loop, got ", kind_name(iterable.kind())));
   }
   std::vector<Value> source;
   if (iterable.is_object()) {
@@ -135,13 +135,13 @@ Interpreter::Flow Interpreter::exec_for(const Node& n, Environment& env, std::st
       into.set(target.str, item);
       return;
     }
-    if (!item.is_array()) fail(str_cat("cannot unpack non-iterable ", kind_name(item.kind())));
+    if (!item.is_array()) eval_fail(str_cat("cannot unpack non-iterable ", kind_name(item.kind())));
     const auto& parts = item.as_array();
     if (parts.size() != target.list.size()) {
-      fail(str_cat("too ", target.list.size() > parts.size() ? "few" : "many", " items to unpack"));
+      eval_fail(str_cat("too ", target.list.size() > parts.size() ? "few" : "many", " items to unpack"));
     }
     for (size_t j = 0; j < parts.size(); ++j) {
-      if (target.list[j]->kind != NodeKind::kIdentifier) fail("cannot unpack into a non-name");
+      if (target.list[j]->kind != NodeKind::kIdentifier) eval_fail("cannot unpack into a non-name");
       into.set(target.list[j]->str, parts[j]);
     }
   };
@@ -195,24 +195,24 @@ void Interpreter::exec_set(const Node& n, Environment& env, const Value& rhs) {
   if (target.kind == NodeKind::kIdentifier) {
     env.set(target.str, rhs);
   } else if (target.kind == NodeKind::kTuple) {
-    if (!rhs.is_array()) fail(str_cat("cannot unpack non-iterable ", kind_name(rhs.kind()), " in set"));
+    if (!rhs.is_array()) eval_fail(str_cat("cannot unpack non-iterable ", kind_name(rhs.kind()), " in set"));
     const auto& arr = rhs.as_array();
     if (arr.size() != target.list.size()) {
-      fail(str_cat("too ", target.list.size() > arr.size() ? "few" : "many", " items to unpack in set"));
+      eval_fail(str_cat("too ", target.list.size() > arr.size() ? "few" : "many", " items to unpack in set"));
     }
     for (size_t i = 0; i < arr.size(); ++i) {
-      if (target.list[i]->kind != NodeKind::kIdentifier) fail("cannot unpack into a non-name in set");
+      if (target.list[i]->kind != NodeKind::kIdentifier) eval_fail("cannot unpack into a non-name in set");
       env.set(target.list[i]->str, arr[i]);
     }
   } else if (target.kind == NodeKind::kMember) {
     Value object = eval(*target.a, env);
-    if (!object.is(Kind::kNamespace)) fail("cannot assign an attribute of a non-namespace object");
+    if (!object.is(Kind::kNamespace)) eval_fail("cannot assign an attribute of a non-namespace object");
     if (target.flag || target.b->kind != NodeKind::kIdentifier) {
-      fail("cannot assign to a member with a non-name property");
+      eval_fail("cannot assign to a member with a non-name property");
     }
     object.as_object_mut().set(target.b->str, rhs);
   } else {
-    fail("invalid target of set");
+    eval_fail("invalid target of set");
   }
 }
 
@@ -246,14 +246,14 @@ void Interpreter::bind_macro_args(const std::string& display_name, const Node& o
   if (owner.uses_kwargs) {
     scope.set("kwargs", Value::object(std::move(kwargs)));
   } else if (!kwargs.entries.empty()) {
-    fail(str_cat("macro ", display_name, " takes no keyword argument '", kwargs.entries[0].first, "'"));
+    eval_fail(str_cat("macro ", display_name, " takes no keyword argument '", kwargs.entries[0].first, "'"));
   }
   if (owner.uses_varargs) {
     Array extra;
     for (size_t i = owner.list.size(); i < args.size(); ++i) extra.push_back(args[i]);
     scope.set("varargs", Value::array(std::move(extra)));
   } else if (args.size() > owner.list.size()) {
-    fail(str_cat("macro ", display_name, " takes not more than ", owner.list.size(), " argument(s)"));
+    eval_fail(str_cat("macro ", display_name, " takes not more than ", owner.list.size(), " argument(s)"));
   }
   for (const auto& [name, expr] : pending_defaults) scope.set(name, eval(*expr, scope));
 }
@@ -263,7 +263,7 @@ void Interpreter::define_macro(const Node& n, Environment& env) {
   env.set(n.str, Value::function([this, node](std::vector<Value>& args, Environment& caller_env) {
     if (++call_depth_ > kMaxCallDepth) {
       --call_depth_;
-      fail(str_cat("macro '", node->str, "' calls nested too deeply"));
+      eval_fail(str_cat("macro '", node->str, "' calls nested too deeply"));
     }
     Environment scope(&caller_env);
     std::string out;
@@ -291,7 +291,7 @@ std::string Interpreter::exec_call_block(const Node& n, Environment& env) {
   });
   std::vector<Value> args = eval_call_args(n.a->list, env, true);
   Value fn = eval(*n.a->a, env);
-  if (!fn.is(Kind::kFunction)) fail(str_cat("cannot call a ", kind_name(fn.kind())));
+  if (!fn.is(Kind::kFunction)) eval_fail(str_cat("cannot call a ", kind_name(fn.kind())));
   Environment call_env(&env);
   call_env.set("caller", caller);
   Value r = fn.as_function()(args, call_env);
@@ -307,14 +307,14 @@ std::pair<std::vector<Value>, Object> Interpreter::eval_args(const std::vector<N
   for (const NodePtr& a : args) {
     if (a->kind == NodeKind::kSpread) {
       Value v = eval(*a->a, env);
-      if (!v.is_array()) fail(str_cat("cannot unpack non-iterable ", kind_name(v.kind())));
+      if (!v.is_array()) eval_fail(str_cat("cannot unpack non-iterable ", kind_name(v.kind())));
       for (const Value& x : v.as_array()) positional.push_back(x);
     } else if (a->kind != NodeKind::kKwarg && a->kind != NodeKind::kKwSpread) {
       positional.push_back(eval(*a, env));
     }
   }
   auto add = [&](const std::string& k, Value v) {
-    if (keywords.find(k)) fail(str_cat("got multiple values for keyword argument '", k, "'"));
+    if (keywords.find(k)) eval_fail(str_cat("got multiple values for keyword argument '", k, "'"));
     keywords.entries.emplace_back(k, std::move(v));
   };
   for (const NodePtr& a : args) {
@@ -322,7 +322,7 @@ std::pair<std::vector<Value>, Object> Interpreter::eval_args(const std::vector<N
       add(a->str, eval(*a->a, env));
     } else if (a->kind == NodeKind::kKwSpread) {
       Value v = eval(*a->a, env);
-      if (!v.is_object()) fail(str_cat("argument after ** must be a mapping, not ", kind_name(v.kind())));
+      if (!v.is_object()) eval_fail(str_cat("argument after ** must be a mapping, not ", kind_name(v.kind())));
       for (const auto& [k, x] : v.as_object().entries) add(k, x);
     }
   }
@@ -354,7 +354,7 @@ Value Interpreter::eval(const Node& n, Environment& env) {
       Object obj;
       for (const auto& [k, v] : n.pairs) {
         Value key = eval(*k, env);
-        if (!key.is(Kind::kString)) fail(str_cat("dict keys must be strings, got ", kind_name(key.kind())));
+        if (!key.is(Kind::kString)) eval_fail(str_cat("dict keys must be strings, got ", kind_name(key.kind())));
         obj.set(key.as_string(), eval(*v, env));
       }
       return Value::object(std::move(obj));
@@ -367,7 +367,7 @@ Value Interpreter::eval(const Node& n, Environment& env) {
         std::string what = n.a->kind == NodeKind::kIdentifier   ? " '" + n.a->str + "'"
                            : n.a->kind == NodeKind::kMember && !n.a->flag ? " '" + n.a->b->str + "'"
                                                                           : std::string();
-        fail(str_cat("cannot call", what, ": it is ", kind_name(fn.kind()), ", not a function"));
+        eval_fail(str_cat("cannot call", what, ": it is ", kind_name(fn.kind()), ", not a function"));
       }
       return fn.as_function()(args, env);
     }
@@ -381,7 +381,7 @@ Value Interpreter::eval(const Node& n, Environment& env) {
                                   : Value::integer(sign * v.as_number());
       }
       if (v.is(Kind::kBool)) return Value::integer(sign * (v.as_bool() ? 1 : 0));
-      fail(str_cat("unary '", n.str, "' on ", kind_name(v.kind())));
+      eval_fail(str_cat("unary '", n.str, "' on ", kind_name(v.kind())));
     }
     case NodeKind::kBinary: return eval_binary(n, env);
     case NodeKind::kFilter: return apply_filter(*this, eval(*n.a, env), *n.b, env);
@@ -395,7 +395,7 @@ Value Interpreter::eval(const Node& n, Environment& env) {
       return eval(*n.a, env);
     case NodeKind::kTernary:
       return eval(*n.a, env).truthy() ? eval(*n.b, env) : eval(*n.c, env);
-    default: fail("this statement cannot be used as an expression");
+    default: eval_fail("this statement cannot be used as an expression");
   }
 }
 
@@ -409,17 +409,17 @@ Value Interpreter::eval_binary(const Node& n, Environment& env) {
   if (op == "!=") return Value::boolean(!js_loose_equal(left, right));
   if (left.is_undefined() || right.is_undefined()) {
     if (right.is_undefined() && (op == "in" || op == "not in")) return Value::boolean(op == "not in");
-    fail(str_cat("cannot apply '", op, "' to an undefined value"));
+    eval_fail(str_cat("cannot apply '", op, "' to an undefined value"));
   }
-  if (left.is_null() || right.is_null()) fail(str_cat("cannot apply '", op, "' to none"));
+  if (left.is_null() || right.is_null()) eval_fail(str_cat("cannot apply '", op, "' to none"));
   if (op == "~") return Value::string(js_value_string(left) + js_value_string(right));
   auto numeric_like = [](const Value& v) { return v.is_number() || v.is(Kind::kBool); };
   auto num = [](const Value& v) { return v.is(Kind::kBool) ? (v.as_bool() ? 1.0 : 0.0) : v.as_number(); };
   if (op == "**" && numeric_like(left) && numeric_like(right)) {
     double a = num(left), b = num(right);
-    if (a == 0 && b < 0) fail("0.0 cannot be raised to a negative power");
+    if (a == 0 && b < 0) eval_fail("0.0 cannot be raised to a negative power");
     double r = std::pow(a, b);
-    if (!std::isfinite(r)) fail("exponentiation result is not a finite real number");
+    if (!std::isfinite(r)) eval_fail("exponentiation result is not a finite real number");
     bool is_float = left.is(Kind::kFloat) || right.is(Kind::kFloat) || b < 0;
     return is_float ? Value::floating(r) : Value::integer(r);
   }
@@ -480,17 +480,17 @@ Value Interpreter::eval_binary(const Node& n, Environment& env) {
     if (op == "in") return Value::boolean(has);
     if (op == "not in") return Value::boolean(!has);
   }
-  fail(str_cat("unsupported operator '", op, "' between ", kind_name(left.kind()), " and ",
+  eval_fail(str_cat("unsupported operator '", op, "' between ", kind_name(left.kind()), " and ",
                kind_name(right.kind())));
 }
 
 Value Interpreter::eval_slice(const Value& object, const Node& slice, Environment& env) {
-  if (!object.is_array() && !object.is(Kind::kString)) fail("only lists and strings can be sliced");
+  if (!object.is_array() && !object.is(Kind::kString)) eval_fail("only lists and strings can be sliced");
   Value parts[3];
   const Node* nodes[3] = {slice.a.get(), slice.b.get(), slice.c.get()};
   for (int i = 0; i < 3; ++i) {
     if (nodes[i]) parts[i] = eval(*nodes[i], env);
-    if (!parts[i].is_undefined() && !parts[i].is(Kind::kInt)) fail("slice bounds must be integers");
+    if (!parts[i].is_undefined() && !parts[i].is(Kind::kInt)) eval_fail("slice bounds must be integers");
   }
   if (object.is_array()) return Value::array(slice_values(object.as_array(), parts[0], parts[1], parts[2]));
   std::vector<Value> chars;
@@ -513,7 +513,7 @@ Value Interpreter::eval_member(const Node& n, Environment& env) {
   }
   if (object.is_attribute_container()) {
     if (!property.is(Kind::kString)) {
-      fail(str_cat("cannot look up a dict with a ", kind_name(property.kind()), " key"));
+      eval_fail(str_cat("cannot look up a dict with a ", kind_name(property.kind()), " key"));
     }
     if (const Value* v = object.as_object().find(property.as_string())) return *v;
     return object.is_object() ? builtin_member(object, property.as_string()) : Value();
@@ -534,9 +534,9 @@ Value Interpreter::eval_member(const Node& n, Environment& env) {
       return Value::string(chars[static_cast<size_t>(i)]);
     }
     if (property.is(Kind::kString)) return builtin_member(object, property.as_string());
-    fail(str_cat("cannot index with a ", kind_name(property.kind())));
+    eval_fail(str_cat("cannot index with a ", kind_name(property.kind())));
   }
-  if (!property.is(Kind::kString)) fail(str_cat("cannot index a ", kind_name(object.kind())));
+  if (!property.is(Kind::kString)) eval_fail(str_cat("cannot index a ", kind_name(object.kind())));
   return builtin_member(object, property.as_string());
 }
 

@@ -1,14 +1,16 @@
 // The chat page in headless Chromium (Debian's /usr/bin/chromium driven by playwright-core) against
 // the real `splash serve` on a tiny random-weight model: the page is served from the binary, a
 // message streams in over several DOM updates, Stop ends a long generation (and the server cancels
-// it), errors show inline, and with --api-key the page asks for the key and works once it is given.
+// it), errors show inline, with --api-key the page asks for the key and works once it is given, and
+// on the demo model (no chat template) the page is in continuation mode and streams a story.
 //   node tests/e2e/browser.test.mjs [--splash build/splash] [--model X.gguf] [--chromium PATH]
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 
 import { parse_args, repo_root, require_package, run, skip, sleep, test, wait_for } from './lib/harness.mjs';
-import { get_json, make_tiny_model, splash_binary, start_server, work_dir } from './lib/server.mjs';
+import { get_json, make_tiny_model, post_json, splash_binary, start_server, work_dir } from './lib/server.mjs';
 
 const args = parse_args({ splash: '', model: '', chromium: process.env.SPLASH_CHROMIUM || '/usr/bin/chromium' });
 if (!fs.existsSync(args.chromium)) skip(`no Chromium at ${args.chromium} (apt-get install chromium)`);
@@ -268,6 +270,80 @@ test('with --api-key the page asks for the key, then works (and remembers it)', 
     await ctx.close();
     await keyed.stop();
   }
+});
+
+// The demo model (stories15M: no chat template), from scripts/setup's cache: the converted Q8_0
+// file, else the llama2.c checkpoint that scripts/setup --deps-only fetches.
+function demo_model() {
+  const dir = path.join(process.env.XDG_CACHE_HOME || path.join(os.homedir(), '.cache'), 'splash', 'demo');
+  const gguf = path.join(dir, 'stories15M-Q8_0.gguf');
+  if (fs.existsSync(gguf)) return { model: gguf, args: [] };
+  const bin = path.join(dir, 'stories15M.bin');
+  if (fs.existsSync(bin)) return { model: bin, args: ['--tokenizer', path.join(dir, 'tokenizer.bin')] };
+  return null;
+}
+
+test('the demo model (no chat template): continuation mode streams a story from /v1/completions', async () => {
+  const demo = demo_model();
+  // scripts/test fetches it (scripts/setup --deps-only), so CI always runs this one.
+  if (!demo) {
+    console.log('     skipped: no demo model in ~/.cache/splash/demo (scripts/fetch-demo-model)');
+    return;
+  }
+  const base = await start_server({ binary, model: demo.model, args: demo.args });
+  const errors = [];
+  const ctx = await browser.newContext();
+  try {
+    const p = await open_page(ctx, base.url, errors);
+    const urls = [];
+    p.on('request', (r) => urls.push(new URL(r.url()).pathname));
+    // The mode comes from /v1/models before anything is sent.
+    const notice = p.getByRole('status');
+    await notice.getByText(/Continuation mode/).waitFor({ timeout: 10000 });
+    assert.match(await notice.textContent(), /no chat template/);
+    assert.match(await p.locator('#empty-hint').textContent(), /continues it/);
+    // Max tokens left empty: the page picks what fits the demo's 256-token context.
+    await p.getByRole('button', { name: 'Settings' }).click();
+    await p.getByLabel('Temperature').fill('0');
+    await p.evaluate(() => {
+      window.__bodies = [];
+      new MutationObserver(() => {
+        const a = [...document.querySelectorAll('article[aria-label="Assistant message"]')].pop();
+        const text = a ? a.querySelector('.body').textContent : '';
+        if (text && window.__bodies[window.__bodies.length - 1] !== text) window.__bodies.push(text);
+      }).observe(document.getElementById('conversation'), { subtree: true, childList: true, characterData: true });
+    });
+    const prompt = 'Once upon a time, there was a little girl named Mia. She loved to';
+    await send(p, prompt);
+    await wait_answer_done(p);
+    const answer = last_answer(p);
+    const alert = answer.locator('.error');
+    assert.ok(await alert.isHidden(), `error shown: ${await alert.textContent()}`);
+    const bodies = await p.evaluate(() => window.__bodies);
+    assert.ok(bodies.length >= 2, `continuation rendered in ${bodies.length} DOM update(s)`);
+    const stats = await answer.getByLabel('Answer statistics').textContent();
+    const n = Number((stats.match(/\b(\d+) tokens\b/) || [])[1]);
+    assert.ok(n >= 16, `a continuation of ${n} tokens (${stats})`);
+    assert.ok(urls.includes('/v1/completions'), urls.join(' '));
+    assert.ok(!urls.includes('/v1/chat/completions'), urls.join(' '));
+    // Greedy: the page shows exactly what /v1/completions continues the prompt with (whitespace
+    // aside: the markdown renderer turns line breaks into paragraphs).
+    const direct = await post_json(base, '/v1/completions', { prompt, max_tokens: n, temperature: 0 });
+    const squash = (x) => x.replace(/\s+/g, '');
+    assert.equal(squash(await answer.locator('.body').textContent()), squash(direct.body.choices[0].text));
+    // New clears it; the mode stays.
+    await p.getByRole('button', { name: 'New chat' }).click();
+    assert.equal(await p.getByRole('article').count(), 0);
+    assert.ok(await notice.isVisible());
+    assert.deepEqual(errors, []);
+  } finally {
+    await ctx.close();
+    await base.stop();
+  }
+});
+
+test('a model with a chat template shows no continuation notice', async () => {
+  assert.equal(await page.locator('#mode-notice').isVisible(), false);
 });
 
 test('no script errors on the page', async () => {

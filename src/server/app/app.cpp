@@ -309,6 +309,9 @@ nlohmann::json App::model_entry(const std::string& id) const {
       {"context_length", deps_.plan->maximum_context_tokens},
       {"vision", false},
       {"input_modalities", nlohmann::json::array({"text"})},
+      // Whether /v1/chat/completions can render a conversation: without a template (a base model,
+      // the demo) the chat page continues the user's text through /v1/completions instead.
+      {"chat_template", deps_.chat_template != nullptr},
   };
   if (id != config_.model_id) e["root"] = config_.model_id;
   return e;

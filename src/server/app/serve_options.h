@@ -46,6 +46,10 @@ struct ServeOptions {
   std::string temp_dir;                         // temporary cache files: $TMPDIR, else /tmp
   // --persistent-cache write-behind delay (spec 5.6: 10 s; a hidden flag lets tests shorten it).
   std::chrono::milliseconds cache_write_behind{10000};
+  // --spec auto that starts on prompt lookup looks for the '<model>-dflash' drafter this often and
+  // attaches it when it appears (drafter_watch.h; the demo's is trained in the background). Hidden
+  // flag --drafter-watch; tests shorten it.
+  std::chrono::milliseconds drafter_watch{5000};
   // API and requests.
   std::string default_reasoning_effort;         // "" = the template's default
   std::optional<uint64_t> max_request_bytes;    // --max-request-size; nullopt = auto (auto_max_request_bytes)

@@ -25,6 +25,7 @@
 #include "hub/resolve.h"
 #include "model/model.h"
 #include "server/app/app.h"
+#include "server/app/drafter_watch.h"
 #include "server/http/server.h"
 #include "spec/dflash/dflash_drafter.h"
 #include "spec/make_source.h"
@@ -384,6 +385,14 @@ int serve(const ServeOptions& options) {
   eopts.spec_block = drafter->block;
   auto engine = Engine::create(*model, *tokenizer, eopts);
   if (!engine.ok()) return fail(str_cat("cannot start the engine: ", engine.error_message()));
+  // --spec auto settled for prompt lookup: the model's DFlash drafter may still be on its way (the
+  // demo's trains in the background), so watch for it and switch when it appears (drafter_watch.h).
+  std::unique_ptr<DrafterWatch> watch;
+  if (options.spec.method == SpecMethod::kAuto && draft_path->empty() && drafter->source &&
+      drafter->source->method() == "lookup") {
+    watch = std::make_unique<DrafterWatch>(
+        DrafterWatchOptions{model_path, options.drafter_watch, threads, drafter->block}, *model, **engine);
+  }
 
   // 6. Routes, then accept.
   AppConfig acfg;
@@ -422,6 +431,7 @@ int serve(const ServeOptions& options) {
   std::printf("Stopping · releasing engine resources\n");
   std::fflush(stdout);
   app.set_ready(false);
+  watch.reset();  // a drafter being loaded finishes first; nothing attaches to a stopping engine
   (*engine)->shutdown();  // a persistent SSD cache gets the engine's cached pages first
   server->stop();
   if (disk->store) disk->store->flush();

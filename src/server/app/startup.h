@@ -12,6 +12,7 @@
 //   Weights loaded in N.NN s.
 //   Memory plan · budget X GiB · weights Y[ (draft D)] · KV pool P pages (B) · lanes L
 //   Ready · <model-id> · context <C> · http://<host>:<port>
+//   Speculative · dflash · block N · <dir> (attached while serving; was lookup)   (drafter_watch.h)
 //   Stopping · releasing engine resources
 #pragma once
 

@@ -3,6 +3,7 @@
 #include "server/app/status_cache.h"
 
 #include <cstdio>
+#include <ctime>
 
 namespace splash::app {
 
@@ -88,15 +89,42 @@ nlohmann::json disk_json(const std::optional<BlockStoreStats>& d, const PrefixCa
 
 namespace {
 
-// Per speculative method: {"lookup": {drafted_tokens, ...}}; {} when speculation is off.
+double acceptance_rate(const EngineStatus::Metrics::DraftMethod& m) {
+  return m.drafted_tokens > 0 ? static_cast<double>(m.accepted_draft_tokens) / static_cast<double>(m.drafted_tokens) : 0;
+}
+double mean_accepted_length(const EngineStatus::Metrics::DraftMethod& m) {
+  return m.verify_steps > 0
+             ? static_cast<double>(m.accepted_draft_tokens + m.verify_steps) / static_cast<double>(m.verify_steps)
+             : 0;
+}
+
+// Per speculative method: {"lookup": {drafted_tokens, ...}}; {} when speculation is off. Two entries
+// when a drafter was attached while serving (lookup until the demo's DFlash drafter appeared).
+// "2026-12-06T14:05:09Z"; null for 0 (never).
+nlohmann::json unix_time_json(int64_t unix_s) {
+  if (unix_s <= 0) return nullptr;
+  const std::time_t t = static_cast<std::time_t>(unix_s);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+// A snapshot without per-method entries (built by hand) counts its totals under draft_method.
+std::vector<EngineStatus::Metrics::DraftMethod> draft_methods(const EngineStatus::Metrics& m) {
+  if (!m.draft_methods.empty() || m.draft_method.empty()) return m.draft_methods;
+  return {{m.draft_method, m.drafted_tokens, m.accepted_draft_tokens, m.verify_steps}};
+}
+
 nlohmann::json draft_methods_json(const EngineStatus::Metrics& m) {
   nlohmann::json out = nlohmann::json::object();
-  if (m.draft_method.empty()) return out;
-  out[m.draft_method] = {{"drafted_tokens", m.drafted_tokens},
-                         {"accepted_draft_tokens", m.accepted_draft_tokens},
-                         {"draft_acceptance_rate", m.draft_acceptance_rate},
-                         {"verify_steps", m.verify_steps},
-                         {"mean_accepted_length", m.mean_accepted_length}};
+  for (const auto& d : draft_methods(m))
+    out[d.method] = {{"drafted_tokens", d.drafted_tokens},
+                     {"accepted_draft_tokens", d.accepted_draft_tokens},
+                     {"draft_acceptance_rate", acceptance_rate(d)},
+                     {"verify_steps", d.verify_steps},
+                     {"mean_accepted_length", mean_accepted_length(d)}};
   return out;
 }
 
@@ -176,7 +204,12 @@ nlohmann::json status_json(const StatusSnapshot& s) {
         {"accepted_draft_tokens", e.metrics.accepted_draft_tokens},
         {"draft_acceptance_rate", e.metrics.draft_acceptance_rate},
         {"mean_accepted_length", e.metrics.mean_accepted_length},
-        {"draft_methods", draft_methods_json(e.metrics)}}},
+        {"draft_methods", draft_methods_json(e.metrics)},
+        // The drafter new requests get, how many were attached while serving (a DFlash drafter that
+        // appeared beside the model after the start: lookup -> dflash) and when the last one was.
+        {"draft_method", e.metrics.draft_method},
+        {"drafters_attached", e.metrics.drafters_attached},
+        {"drafter_attached_at", unix_time_json(e.metrics.drafter_attached_unix_s)}}},
       {"disk", disk_json(s.disk, e.cache)},
       {"ane_ffn",
        {{"state", "unavailable"},
@@ -255,16 +288,19 @@ std::string metrics_text(const StatusSnapshot& s) {
   x.family("splash_tokens_total", "counter", "tokens run through the model");
   x.sample("splash_tokens_total{kind=\"prefill\"}", static_cast<double>(e.metrics.prefill_tokens));
   x.sample("splash_tokens_total{kind=\"decode\"}", static_cast<double>(e.metrics.decode_tokens));
-  if (!e.metrics.draft_method.empty()) {
-    const std::string method = str_cat("method=\"", e.metrics.draft_method, "\"");
+  if (const auto methods = draft_methods(e.metrics); !methods.empty()) {
+    auto label = [](const EngineStatus::Metrics::DraftMethod& d) { return str_cat("method=\"", d.method, "\""); };
     x.family("splash_draft_tokens_total", "counter", "speculative proposals verified and accepted, by method");
-    x.sample(str_cat("splash_draft_tokens_total{", method, ",kind=\"drafted\"}"), static_cast<double>(e.metrics.drafted_tokens));
-    x.sample(str_cat("splash_draft_tokens_total{", method, ",kind=\"accepted\"}"),
-             static_cast<double>(e.metrics.accepted_draft_tokens));
+    for (const auto& d : methods) {
+      x.sample(str_cat("splash_draft_tokens_total{", label(d), ",kind=\"drafted\"}"), static_cast<double>(d.drafted_tokens));
+      x.sample(str_cat("splash_draft_tokens_total{", label(d), ",kind=\"accepted\"}"),
+               static_cast<double>(d.accepted_draft_tokens));
+    }
     x.family("splash_draft_acceptance_rate", "gauge", "accepted / drafted tokens, by method");
-    x.sample(str_cat("splash_draft_acceptance_rate{", method, "}"), e.metrics.draft_acceptance_rate);
+    for (const auto& d : methods) x.sample(str_cat("splash_draft_acceptance_rate{", label(d), "}"), acceptance_rate(d));
     x.family("splash_draft_mean_accepted_length", "gauge", "tokens committed per verify step of a lane, by method");
-    x.sample(str_cat("splash_draft_mean_accepted_length{", method, "}"), e.metrics.mean_accepted_length);
+    for (const auto& d : methods)
+      x.sample(str_cat("splash_draft_mean_accepted_length{", label(d), "}"), mean_accepted_length(d));
   }
   x.family("splash_ttft_ms", "gauge", "time to first token over recent requests, milliseconds");
   x.sample("splash_ttft_ms{quantile=\"0.5\"}", e.metrics.ttft_ms.p50);

@@ -28,7 +28,7 @@ constexpr size_t kMaxLingering = 1024;  // spec 2.8
 constexpr std::chrono::milliseconds kRefuseLinger{2000};
 constexpr int kMaxEvents = 256;
 constexpr int kMaxAcceptsPerWake = 256;  // then the loop serves its other descriptors too
-constexpr size_t kReadChunk = 16 << 10;
+constexpr size_t kHeadReadChunk = 16 << 10;
 // Deadlines of waiting and lingering connections are checked this often (one pass over them).
 constexpr std::chrono::milliseconds kSweepInterval{50};
 // An upload may be evicted for a new request once it has run this long below this rate.
@@ -51,7 +51,7 @@ uint16_t address_port(const sockaddr_storage& ss) {
   return 0;
 }
 
-int ms_until(Clock::time_point t) {
+int loop_timeout_ms(Clock::time_point t) {
   auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(t - Clock::now()).count();
   return ms <= 0 ? 0 : static_cast<int>(std::min<int64_t>(ms, 1000)) + 1;
 }
@@ -178,7 +178,7 @@ void Server::event_loop() {
   auto next_sweep = Clock::now();
   while (!stopping_.load()) {
     bool timed = !waiting_.empty() || !lingering_.empty();
-    int timeout = timed ? ms_until(next_sweep) : 1000;
+    int timeout = timed ? loop_timeout_ms(next_sweep) : 1000;
     int n = epoll_wait(epoll_fd_, events, kMaxEvents, timeout);
     if (n < 0 && errno != EINTR) {
       log_error("http: epoll_wait failed: ", std::strerror(errno));
@@ -277,11 +277,11 @@ void Server::read_waiting(int fd) {
   Connection& c = *waiting_.at(fd);
   // Never more than a head's limit in the buffer: scan_head answers 431 beyond it. Bytes land in
   // the loop's scratch first, so a waiting connection's buffer holds what it sent and no more.
-  const size_t cap = options_.max_head_bytes + kReadChunk;
-  char scratch[kReadChunk];
+  const size_t cap = options_.max_head_bytes + kHeadReadChunk;
+  char scratch[kHeadReadChunk];
   for (;;) {
     if (c.in.size() >= cap) break;
-    size_t want = std::min(kReadChunk, cap - c.in.size());
+    size_t want = std::min(kHeadReadChunk, cap - c.in.size());
     ssize_t n = recv(fd, scratch, want, MSG_DONTWAIT);
     if (n > 0) {
       c.in.append(scratch, static_cast<size_t>(n));

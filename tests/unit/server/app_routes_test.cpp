@@ -141,6 +141,8 @@ TEST_F(AppRoutes, Models) {
   EXPECT_EQ(j["data"][0]["max_model_len"], 8);
   EXPECT_EQ(j["data"][0]["context_length"], 8);
   EXPECT_FALSE(j["data"][0].contains("root"));
+  // No chat template here: the chat page switches to continuation mode on this field (issue 41).
+  EXPECT_EQ(j["data"][0]["chat_template"], false);
   EXPECT_EQ(j["data"][1]["id"], "org/alias");
   EXPECT_EQ(j["data"][1]["root"], "stories15M.bin");
   EXPECT_EQ(j["models"], j["data"]);
