@@ -6,8 +6,8 @@ greedy output does not change.
 The real binary serves a tiny random-weight llama model with default flags (--spec auto: prompt
 lookup, as nothing is paired yet) and a short --drafter-watch. Greedy completions are recorded from
 a --spec off server first. Then, while a long streamed completion runs, a tiny random-weight DFlash
-checkpoint (the published format: config.json + model.safetensors, written here with the standard
-library) is written to '<model>-dflash.tmp' and renamed to '<model>-dflash', as scripts/demo-drafter
+checkpoint (the published format: config.json + model.safetensors, written with the reference's
+safetensors writer) is written to '<model>-dflash.tmp' and renamed to '<model>-dflash', as scripts/demo-drafter
 does. Checks: the "Speculative · dflash · ... (attached while serving; was lookup)" line,
 /status metrics.draft_method == "dflash", drafters_attached == 1, a "dflash" entry in
 draft_methods with drafted tokens, and every answer (the one running across the attach, and later
@@ -15,15 +15,13 @@ ones, streamed and not, two at once) equal to --spec off's. A random drafter's p
 nearly all rejected, so this exercises verification and rollback, not speed.
 
 Usage: drafter_attach_e2e.py --splash BUILD/splash [-v]
-Exit 0 on success, 1 on a failed check. ~10 s. Standard library only.
+Exit 0 on success, 1 on a failed check. ~10 s. Standard library and numpy.
 """
 import argparse
 import json
 import os
-import random
 import re
 import shutil
-import struct
 import subprocess
 import sys
 import tempfile
@@ -31,8 +29,12 @@ import threading
 import time
 import unittest
 
+import numpy as np
+
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "reference"))
 import serve_e2e  # noqa: E402  (Server, sse_events)
+import testfiles  # noqa: E402  (write_safetensors)
 
 ARGS = None
 WORK = None
@@ -53,36 +55,16 @@ def inspect_dims(path):
     return field("n_embd", "hidden"), field("n_layer", "layers"), field("n_vocab", "vocab")
 
 
-def write_safetensors(path, tensors):
-    """tensors: name -> (shape, list of floats); F32, names sorted, 8-byte aligned header."""
-    header, blobs, offset = {}, [], 0
-    for name in sorted(tensors):
-        shape, values = tensors[name]
-        data = struct.pack("<%df" % len(values), *values)
-        header[name] = {"dtype": "F32", "shape": list(shape), "data_offsets": [offset, offset + len(data)]}
-        blobs.append(data)
-        offset += len(data)
-    header["__metadata__"] = {"format": "pt"}
-    raw = json.dumps(header, separators=(",", ":")).encode()
-    raw += b" " * ((8 - len(raw) % 8) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(raw)))
-        f.write(raw)
-        for b in blobs:
-            f.write(b)
-
-
 def write_random_dflash(out, n_embd, n_layer, n_vocab, block=8):
     """A one-layer DFlash drafter for the target's shape, random weights (tools/dflash/dflash_torch.py's
     tensor names and config fields)."""
-    rng = random.Random(7)
+    rng = np.random.default_rng(7)
     d, hd, nh, nkv, ff = n_embd, 16, 4, 2, 2 * n_embd
     taps = [0, n_layer - 1] if n_layer > 1 else [0]
     def mat(rows, cols):
-        s = 1.0 / cols ** 0.5
-        return ((rows, cols), [rng.gauss(0.0, s) for _ in range(rows * cols)])
+        return rng.normal(0.0, 1.0 / cols ** 0.5, (rows, cols)).astype(np.float32)
     def ones(n):
-        return ((n,), [1.0] * n)
+        return np.ones(n, dtype=np.float32)
     t = {"fc.weight": mat(d, len(taps) * d), "hidden_norm.weight": ones(d), "norm.weight": ones(d)}
     p = "layers.0."
     t.update({p + "self_attn.q_proj.weight": mat(nh * hd, d), p + "self_attn.k_proj.weight": mat(nkv * hd, d),
@@ -100,7 +82,7 @@ def write_random_dflash(out, n_embd, n_layer, n_vocab, block=8):
     os.makedirs(out)
     with open(os.path.join(out, "config.json"), "w") as f:
         json.dump(cfg, f)
-    write_safetensors(os.path.join(out, "model.safetensors"), t)
+    testfiles.write_safetensors(os.path.join(out, "model.safetensors"), t)
 
 
 def complete(server, prompt, stream=False, max_tokens=40):
