@@ -69,11 +69,14 @@ void wake(int event_fd) {
   (void)n;
 }
 
-// The fixed answer for a connection over the cap; built once per refusal (no per-request state).
+// A refusal by the loop on the wire: the error body, and the connection closes after it.
+std::string refusal_wire(const HttpError& e) {
+  return serialize_response(error_response(e.status, e.code, e.message), /*close=*/true, /*head_only=*/false);
+}
+
+// The fixed answer for a connection over the cap.
 std::string overloaded_response() {
-  return serialize_response(
-      error_response(503, "frontend_overloaded", "too many open connections; retry shortly"), /*close=*/true,
-      /*head_only=*/false);
+  return refusal_wire({503, "frontend_overloaded", "too many open connections; retry shortly"});
 }
 
 }  // namespace
@@ -307,8 +310,7 @@ void Server::advance_waiting(int fd) {
   Connection& c = *waiting_.at(fd);
   if (auto bad = check_request_line_bytes(c.in)) {
     stats_.refused_not_http.fetch_add(1);
-    refuse(take_waiting(fd)->fd, serialize_response(error_response(bad->status, bad->code, bad->message),
-                                                    /*close=*/true, /*head_only=*/false));
+    refuse(take_waiting(fd)->fd, refusal_wire(*bad));
     return;
   }
   HeadScan scan = scan_head(c.in, {options_.max_head_bytes, options_.max_headers}, c.wait.scanned);
@@ -316,8 +318,11 @@ void Server::advance_waiting(int fd) {
     c.wait.scanned = scan.scanned;
     return;
   }
-  // Complete, or malformed (the serving thread answers 400 / 431 the way it answers a parse error).
   std::unique_ptr<Connection> conn = take_waiting(fd);
+  if (scan.state == HeadScanState::kError) {  // bare CR/LF, or over the head limit: 400 / 431
+    refuse(conn->fd, refusal_wire(scan.error));
+    return;
+  }
   reap_finished();
   if (serving_count() >= options_.max_connections && !evict_slowest_upload()) {
     stats_.refused_overloaded.fetch_add(1);
@@ -428,8 +433,7 @@ void Server::sweep(Clock::time_point now) {
                               " ms (a head must complete within ", options_.header_timeout.count(),
                               " ms and, from ", options_.head_grace.count(), " ms after its first byte, keep up ",
                               options_.head_min_rate, " bytes/s)");
-    refuse(conn->fd, serialize_response(error_response(408, "request_timeout", why), /*close=*/true,
-                                        /*head_only=*/false));
+    refuse(conn->fd, refusal_wire({408, "request_timeout", why}));
   }
   std::vector<int> done;
   for (const auto& [fd, deadline] : lingering_) {
