@@ -182,26 +182,46 @@ Fragment build_fragment(const GrammarBuilder& b, GrammarBuilder::ExprId id, Nfa&
   return {s, t};
 }
 
-void eps_closure(const Nfa& nfa, std::vector<int32_t>& set) {
-  std::vector<int32_t> work = set;
-  std::vector<char> seen(nfa.nodes.size(), 0);
-  for (int32_t n : set) seen[n] = 1;
-  while (!work.empty()) {
-    const int32_t n = work.back();
-    work.pop_back();
-    for (int32_t m : nfa.nodes[n].eps) {
-      if (!seen[m]) {
-        seen[m] = 1;
-        set.push_back(m);
-        work.push_back(m);
+// Epsilon closures with a visited stamp reused across calls (an allocation per call dominated the
+// subset construction of large unrolled repetitions).
+class Closer {
+ public:
+  explicit Closer(const Nfa& nfa) : nfa_(nfa), stamp_(nfa.nodes.size(), 0) {}
+
+  void close(std::vector<int32_t>& set) {
+    ++gen_;
+    work_.clear();
+    for (int32_t n : set) {
+      if (stamp_[n] != gen_) {
+        stamp_[n] = gen_;
+        work_.push_back(n);
       }
     }
+    set = work_;
+    while (!work_.empty()) {
+      const int32_t n = work_.back();
+      work_.pop_back();
+      for (int32_t m : nfa_.nodes[n].eps) {
+        if (stamp_[m] != gen_) {
+          stamp_[m] = gen_;
+          set.push_back(m);
+          work_.push_back(m);
+        }
+      }
+    }
+    std::sort(set.begin(), set.end());
   }
-  std::sort(set.begin(), set.end());
-}
+
+ private:
+  const Nfa& nfa_;
+  std::vector<uint32_t> stamp_;
+  std::vector<int32_t> work_;
+  uint32_t gen_ = 0;
+};
 
 // Subset construction; appends the rule's states to `g` and returns its start state.
 int32_t determinize(const Nfa& nfa, Fragment f, Grammar& g) {
+  Closer closer(nfa);
   std::map<std::vector<int32_t>, int32_t> ids;
   std::vector<std::vector<int32_t>> pending;
   auto intern = [&](std::vector<int32_t> set) {
@@ -214,7 +234,7 @@ int32_t determinize(const Nfa& nfa, Fragment f, Grammar& g) {
     return id;
   };
   std::vector<int32_t> first{f.start};
-  eps_closure(nfa, first);
+  closer.close(first);
   const int32_t start = intern(std::move(first));
   // States are filled in creation order; `pending` holds the sets of states not yet filled.
   size_t next = 0;
@@ -226,37 +246,54 @@ int32_t determinize(const Nfa& nfa, Fragment f, Grammar& g) {
     if (g.states.size() > static_cast<size_t>(Grammar::kMaxStates)) return start;
     Grammar::State st;
     st.accepting = std::binary_search(set.begin(), set.end(), f.end);
-    // Byte edges: the target set of every byte, then runs of bytes with the same target.
-    std::vector<std::vector<int32_t>> target(256);
-    bool any = false;
+    // Byte edges: split the bytes into classes no member edge tells apart, take each class's target
+    // set once, then emit runs of bytes with the same target.
+    std::vector<const Nfa::ByteEdge*> member_edges;
     for (int32_t n : set) {
-      for (const auto& be : nfa.nodes[n].bytes) {
-        for (int c = 0; c < 256; ++c) {
-          if (be.set.has(static_cast<uint8_t>(c))) {
-            target[c].push_back(be.to);
-            any = true;
-          }
-        }
-      }
+      for (const auto& be : nfa.nodes[n].bytes) member_edges.push_back(&be);
     }
     std::vector<Grammar::Edge> edges;
-    if (any) {
-      for (auto& t : target) {
+    if (!member_edges.empty()) {
+      std::vector<ByteSet> classes{ByteSet::all()};
+      for (const auto* be : member_edges) {
+        std::vector<ByteSet> next;
+        for (const ByteSet& c : classes) {
+          ByteSet in, out;
+          for (int w = 0; w < 4; ++w) {
+            in.bits[w] = c.bits[w] & be->set.bits[w];
+            out.bits[w] = c.bits[w] & ~be->set.bits[w];
+          }
+          if (!in.empty()) next.push_back(in);
+          if (!out.empty()) next.push_back(out);
+        }
+        classes = std::move(next);
+      }
+      std::vector<int32_t> byte_target(256, -1);
+      for (const ByteSet& c : classes) {
+        int first_byte = 0;
+        while (!c.has(static_cast<uint8_t>(first_byte))) ++first_byte;
+        std::vector<int32_t> t;
+        for (const auto* be : member_edges) {
+          if (be->set.has(static_cast<uint8_t>(first_byte))) t.push_back(be->to);
+        }
         if (t.empty()) continue;
         std::sort(t.begin(), t.end());
         t.erase(std::unique(t.begin(), t.end()), t.end());
-        eps_closure(nfa, t);
+        closer.close(t);
+        const int32_t to = intern(std::move(t));
+        for (int b = 0; b < 256; ++b) {
+          if (c.has(static_cast<uint8_t>(b))) byte_target[b] = to;
+        }
       }
       int c = 0;
       while (c < 256) {
-        if (target[c].empty()) {
+        if (byte_target[c] < 0) {
           ++c;
           continue;
         }
         int d = c;
-        while (d + 1 < 256 && target[d + 1] == target[c]) ++d;
-        const int32_t to = intern(target[c]);
-        edges.push_back({static_cast<uint8_t>(c), static_cast<uint8_t>(d), to});
+        while (d + 1 < 256 && byte_target[d + 1] == byte_target[c]) ++d;
+        edges.push_back({static_cast<uint8_t>(c), static_cast<uint8_t>(d), byte_target[c]});
         c = d + 1;
       }
     }
@@ -268,7 +305,7 @@ int32_t determinize(const Nfa& nfa, Fragment f, Grammar& g) {
     for (auto& [rule, t] : call_targets) {
       std::sort(t.begin(), t.end());
       t.erase(std::unique(t.begin(), t.end()), t.end());
-      eps_closure(nfa, t);
+      closer.close(t);
       calls.push_back({rule, intern(std::move(t))});
     }
     st.edges_begin = static_cast<uint32_t>(g.edges.size());
@@ -414,41 +451,62 @@ Result<Grammar> GrammarBuilder::build(int32_t root) const {
       }
     }
   }
+  g.compute_state_keys();
   return g;
 }
 
 // --- digests --------------------------------------------------------------------------------------
 
-uint64_t Grammar::state_digest(int32_t state) const {
-  // States numbered in discovery order from `state`, so equal sub-grammars give equal sequences.
-  std::unordered_map<int32_t, uint32_t> number;
-  std::vector<int32_t> queue{state};
-  number.emplace(state, 0);
-  uint64_t h = 0xcbf29ce484222325ull;
-  auto mix = [&h](uint64_t v) {
-    h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
-    h *= 0x100000001b3ull;
-  };
-  auto id_of = [&](int32_t s) {
-    auto [it, fresh] = number.emplace(s, static_cast<uint32_t>(number.size()));
-    if (fresh) queue.push_back(s);
-    return it->second;
-  };
-  for (size_t qi = 0; qi < queue.size(); ++qi) {
-    const State& st = states[queue[qi]];
-    mix(st.accepting ? 0xA : 0xB);
-    for (uint32_t i = st.edges_begin; i < st.edges_end; ++i) {
-      mix((uint64_t{edges[i].lo} << 8) | edges[i].hi);
-      mix(id_of(edges[i].to));
+void Grammar::compute_state_keys() {
+  // A rule's digest numbers the states reachable from its start in discovery order, so equal
+  // sub-grammars give equal sequences; a state's key is its rule's digest and its number there.
+  state_keys.assign(states.size(), 0);
+  std::vector<int32_t> rule_of(states.size(), -1);
+  for (size_t r = 0; r < rules.size(); ++r) {
+    if (rules[r].start < 0) continue;
+    // A rule's states are contiguous from its start, up to the next rule's start.
+    int32_t end = static_cast<int32_t>(states.size());
+    for (const Rule& o : rules) {
+      if (o.start > rules[r].start && o.start < end) end = o.start;
     }
-    mix(0xC);
-    for (uint32_t i = st.calls_begin; i < st.calls_end; ++i) {
-      mix(id_of(rules[calls[i].rule].start));
-      mix(id_of(calls[i].to));
-    }
-    mix(0xD);
+    for (int32_t s = rules[r].start; s < end; ++s) rule_of[s] = static_cast<int32_t>(r);
   }
-  return h;
+  std::unordered_map<int32_t, uint32_t> number;
+  std::vector<int32_t> queue;
+  for (size_t r = 0; r < rules.size(); ++r) {
+    if (rules[r].start < 0) continue;
+    number.clear();
+    queue.assign(1, rules[r].start);
+    number.emplace(rules[r].start, 0);
+    uint64_t h = 0xcbf29ce484222325ull;
+    auto mix = [&h](uint64_t v) {
+      h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+      h *= 0x100000001b3ull;
+    };
+    auto id_of = [&](int32_t s) {
+      auto [it, fresh] = number.emplace(s, static_cast<uint32_t>(number.size()));
+      if (fresh) queue.push_back(s);
+      return it->second;
+    };
+    for (size_t qi = 0; qi < queue.size(); ++qi) {
+      const State& st = states[queue[qi]];
+      // A state of a called rule ends that rule, not this one: mark where each ends.
+      mix(st.accepting ? 0xA0 + (rule_of[queue[qi]] == static_cast<int32_t>(r) ? 1 : 0) : 0xB);
+      for (uint32_t i = st.edges_begin; i < st.edges_end; ++i) {
+        mix((uint64_t{edges[i].lo} << 8) | edges[i].hi);
+        mix(id_of(edges[i].to));
+      }
+      mix(0xC);
+      for (uint32_t i = st.calls_begin; i < st.calls_end; ++i) {
+        mix(id_of(rules[calls[i].rule].start));
+        mix(id_of(calls[i].to));
+      }
+      mix(0xD);
+    }
+    for (const auto& [s, n] : number) {
+      if (rule_of[s] == static_cast<int32_t>(r)) state_keys[s] = (h ^ (uint64_t{n} * 0x9e3779b97f4a7c15ull)) | 1;
+    }
+  }
 }
 
 }  // namespace splash::constrain

@@ -74,9 +74,12 @@ struct Grammar {
     return -1;
   }
   bool has_edges(int32_t state) const { return states[state].edges_begin != states[state].edges_end; }
-  // A digest of everything reachable from `state` (its automaton and the rules it may call), equal
-  // for equal sub-grammars in different grammars: the key of the token-mask cache.
-  uint64_t state_digest(int32_t state) const;
+  // Per state, a digest of everything reachable from it (its rule's automaton and the rules it may
+  // call), equal for equal sub-grammars in different grammars: the key of the token-mask cache.
+  // Filled by GrammarBuilder::build().
+  std::vector<uint64_t> state_keys;
+
+  void compute_state_keys();
 };
 
 // Builds expressions and rules; expressions are ids into the builder.

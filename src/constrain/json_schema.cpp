@@ -14,6 +14,8 @@ namespace {
 using json = nlohmann::ordered_json;
 using ExprId = GrammarBuilder::ExprId;
 
+constexpr int32_t kMaxIntegerDigits = 19;
+
 ExprId digit(GrammarBuilder& b) { return b.bytes(ByteSet::range('0', '9')); }
 
 // Every digit string between lo and hi (same length, lo <= hi), leading zeros included.
@@ -45,8 +47,11 @@ ExprId unsigned_range(uint64_t lo, std::optional<uint64_t> hi, GrammarBuilder& b
     options.push_back(b.seq({b.bytes(ByteSet::range('1', '9')), b.repeat(digit(b), len - 1, len - 1)}));
   };
   if (!hi) {
+    // Open above: at most kMaxIntegerDigits digits, so every output parses to a finite number.
     options.push_back(same_length(ls, std::string(la, '9'), b));
-    options.push_back(b.seq({b.bytes(ByteSet::range('1', '9')), b.repeat(digit(b), la, -1)}));
+    if (la < kMaxIntegerDigits) {
+      options.push_back(b.seq({b.bytes(ByteSet::range('1', '9')), b.repeat(digit(b), la, kMaxIntegerDigits - 1)}));
+    }
     return b.alt(std::move(options));
   }
   const std::string hs = std::to_string(*hi);
@@ -124,7 +129,8 @@ class Compiler {
     e.add('E');
     ByteSet sign = ByteSet::of('+');
     sign.add('-');
-    auto exp = b_.seq({b_.bytes(e), b_.optional(b_.bytes(sign)), b_.plus(digit(b_))});
+    // Two exponent digits at most: with kMaxIntegerDigits, every number fits a double.
+    auto exp = b_.seq({b_.bytes(e), b_.optional(b_.bytes(sign)), b_.repeat(digit(b_), 1, 2)});
     return b_.seq({integer_range(std::nullopt, std::nullopt, b_), b_.optional(frac), b_.optional(exp)});
   }
   int32_t any_value_rule() {

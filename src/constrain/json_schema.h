@@ -2,7 +2,8 @@
 // string is a JSON document that validates against the schema. Where the grammar is narrower than
 // the schema it says so in docs/SERVER.md "Structured output" (properties come in the declared
 // order (so the schema must be parsed as nlohmann::ordered_json); only declared properties are written when `properties` is given; `oneOf` is matched as
-// `anyOf`; numbers with bounds have no exponent). A keyword that would need more than the grammar
+// `anyOf`; numbers with bounds have no exponent; an integer part has at most 19 digits and an
+// exponent at most 2, so every number an output holds parses to a finite double). A keyword that would need more than the grammar
 // can enforce is an error naming it, never ignored.
 #pragma once
 

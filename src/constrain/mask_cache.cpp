@@ -47,11 +47,11 @@ StateMask MaskCache::compute(const Pda& pda, int32_t state, const Vocabulary& vo
     }
     ++i;
   }
-  std::sort(m.uncertain.begin(), m.uncertain.end());
   return m;
 }
 
-std::shared_ptr<const StateMask> MaskCache::get(const Pda& pda, int32_t state, uint64_t digest) {
+std::shared_ptr<const StateMask> MaskCache::get(const Pda& pda, int32_t state) {
+  const uint64_t digest = pda.grammar().state_keys[state];
   {
     std::lock_guard lock(mu_);
     auto it = entries_.find(digest);

@@ -22,7 +22,7 @@ namespace splash::constrain {
 
 struct StateMask {
   std::vector<uint64_t> accepted;  // bitset over the vocabulary
-  std::vector<int32_t> uncertain;  // token ids, ascending
+  std::vector<int32_t> uncertain;  // token ids in the trie's order, so checks share common prefixes
   int64_t n_accepted = 0;
 };
 
@@ -32,8 +32,8 @@ class MaskCache {
   explicit MaskCache(std::shared_ptr<const Vocabulary> vocab) : vocab_(std::move(vocab)) {}
 
   const Vocabulary& vocab() const { return *vocab_; }
-  // The mask entry for `state` of `pda`'s grammar; `digest` is pda.grammar().state_digest(state).
-  std::shared_ptr<const StateMask> get(const Pda& pda, int32_t state, uint64_t digest);
+  // The mask entry for `state` of `pda`'s grammar (keyed by grammar().state_keys[state]).
+  std::shared_ptr<const StateMask> get(const Pda& pda, int32_t state);
   size_t entries() const;
 
   // The walk behind get(), exposed for tests.

@@ -49,6 +49,9 @@ class Matcher {
 
  private:
   bool is_stop(int32_t token) const;
+  void compute_mask(const Config& c, uint64_t* mask) const;
+  // Adds the uncertain tokens of `entry` that the real stack under `f` accepts.
+  void check_uncertain(const Frame& f, const StateMask& entry, uint64_t* mask) const;
 
   std::shared_ptr<const Grammar> grammar_;
   std::shared_ptr<MaskCache> cache_;
@@ -56,7 +59,15 @@ class Matcher {
   mutable FrameArena arena_;                 // mutable: mask checks intern frames, never change meaning
   std::vector<Config> history_;              // history_[k]: the position after k accepted tokens
   std::vector<char> ended_;                  // a stop token was accepted at k
-  mutable std::vector<uint64_t> digests_;    // per state, 0 = not computed yet
+  // The last masks computed, by position: inside a string or a number the position repeats token
+  // after token, and a copy is far cheaper than checking the uncertain tokens again.
+  struct Memo {
+    Config config;
+    std::vector<uint64_t> mask;
+  };
+  static constexpr size_t kMemoSize = 4;
+  mutable std::vector<Memo> memo_;
+  mutable size_t memo_next_ = 0;
 };
 
 }  // namespace splash::constrain

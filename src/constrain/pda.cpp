@@ -61,7 +61,16 @@ void Pda::advance(const Config& in, uint8_t byte, FrameArena& arena, Config& out
   out.escaped = false;
   for (const Frame& f : in.frames) {
     const int32_t to = g_.step(f.state, byte);
-    if (to >= 0) close({to, f.parent}, arena, out);
+    if (to < 0) continue;
+    const Grammar::State& st = g_.states[to];
+    if (st.calls_begin == st.calls_end && !st.accepting) {
+      // Nothing to enter or return from (the common case inside strings and literals): a live state
+      // without calls or an end has byte edges, so the frame stands as it is.
+      const Frame next{to, f.parent};
+      if (in.frames.size() == 1 || !contains(out.frames, next)) out.frames.push_back(next);
+      continue;
+    }
+    close({to, f.parent}, arena, out);
   }
 }
 
