@@ -37,9 +37,9 @@ std::string utf8_of(uint32_t cp) {
 
 class GbnfParser {
  public:
-  explicit GbnfParser(std::string_view t) : t_(t) {}
+  GbnfParser(std::string_view t, GrammarBuilder& b) : t_(t), b_(b) {}
 
-  Result<std::shared_ptr<const Grammar>> run() {
+  Result<int32_t> run() {
     skip_space(true);
     while (pos_ < t_.size()) {
       const std::string name = read_name();
@@ -54,11 +54,12 @@ class GbnfParser {
       b_.define_rule(rule, *body);
       skip_space(true);
     }
+    for (const auto& [name, id] : rules_) {
+      if (!b_.is_defined(id)) return make_error("grammar: rule '", name, "' is used but not defined");
+    }
     auto root = rules_.find("root");
-    if (root == rules_.end() || !b_.is_defined(root->second)) return make_error("grammar: no 'root' rule");
-    auto g = b_.build(root->second);
-    if (!g) return make_error("grammar: ", g.error().message);
-    return std::make_shared<const Grammar>(std::move(*g));
+    if (root == rules_.end()) return make_error("grammar: no 'root' rule");
+    return root->second;
   }
 
  private:
@@ -257,13 +258,22 @@ class GbnfParser {
 
   std::string_view t_;
   size_t pos_ = 0;
-  GrammarBuilder b_;
+  GrammarBuilder& b_;
   std::map<std::string, int32_t> rules_;
 };
 
 }  // namespace
 
-Result<std::shared_ptr<const Grammar>> compile_gbnf(std::string_view text) { return GbnfParser(text).run(); }
+Result<int32_t> add_gbnf(std::string_view text, GrammarBuilder& b) { return GbnfParser(text, b).run(); }
+
+Result<std::shared_ptr<const Grammar>> compile_gbnf(std::string_view text) {
+  GrammarBuilder b;
+  auto root = add_gbnf(text, b);
+  if (!root) return root.error();
+  auto g = b.build(*root);
+  if (!g) return make_error("grammar: ", g.error().message);
+  return std::make_shared<const Grammar>(std::move(*g));
+}
 
 Result<std::shared_ptr<const Grammar>> compile_regex_grammar(std::string_view pattern) {
   GrammarBuilder b;

@@ -14,6 +14,8 @@
 namespace splash::constrain {
 
 Result<std::shared_ptr<const Grammar>> compile_gbnf(std::string_view text);
+// The same rules added to `b`; returns the `root` rule.
+Result<int32_t> add_gbnf(std::string_view text, GrammarBuilder& b);
 
 // A regular expression (regex.h's subset) over the whole output, as a Grammar.
 Result<std::shared_ptr<const Grammar>> compile_regex_grammar(std::string_view pattern);

@@ -74,6 +74,14 @@ GrammarBuilder::ExprId GrammarBuilder::repeat(ExprId item, int32_t min, int32_t 
   return add(std::move(e));
 }
 
+GrammarBuilder::ExprId GrammarBuilder::until(std::string_view terminator) {
+  SPLASH_CHECK(!terminator.empty());
+  Expr e;
+  e.kind = Expr::Kind::kUntil;
+  e.text = std::string(terminator);
+  return add(std::move(e));
+}
+
 GrammarBuilder::ExprId GrammarBuilder::ref(int32_t rule) {
   Expr e;
   e.kind = Expr::Kind::kRef;
@@ -132,6 +140,34 @@ Fragment build_fragment(const GrammarBuilder& b, GrammarBuilder::ExprId id, Nfa&
     case Kind::kRef:
       nfa.nodes[s].calls.push_back({e.rule, t});
       break;
+    case Kind::kUntil: {
+      // The matcher of the terminator (Knuth-Morris-Pratt): node i = i bytes of it matched.
+      const std::string& p = e.text;
+      const size_t k = p.size();
+      std::vector<size_t> fail(k + 1, 0);
+      for (size_t i = 1; i < k; ++i) {
+        size_t j = fail[i];
+        while (j > 0 && p[i] != p[j]) j = fail[j];
+        fail[i + 1] = (p[i] == p[j]) ? j + 1 : 0;
+      }
+      std::vector<int32_t> node(k);
+      node[0] = s;
+      for (size_t i = 1; i < k; ++i) node[i] = nfa.node();
+      if (nfa.too_big) return {s, t};
+      for (size_t i = 0; i < k; ++i) {
+        std::vector<ByteSet> to(k + 1);
+        for (int c = 0; c < 256; ++c) {
+          size_t j = i;
+          while (j > 0 && static_cast<uint8_t>(p[j]) != c) j = fail[j];
+          if (static_cast<uint8_t>(p[j]) == c) ++j;
+          to[j].add(static_cast<uint8_t>(c));
+        }
+        for (size_t j = 0; j <= k; ++j) {
+          if (!to[j].empty()) nfa.nodes[node[i]].bytes.push_back({to[j], j == k ? t : node[j]});
+        }
+      }
+      break;
+    }
     case Kind::kSeq: {
       int32_t at = s;
       for (auto kid : e.kids) {

@@ -105,18 +105,21 @@ class GrammarBuilder {
   ExprId star(ExprId item) { return repeat(item, 0, -1); }
   ExprId plus(ExprId item) { return repeat(item, 1, -1); }
   ExprId ref(int32_t rule);
+  // Any bytes up to and including the first `terminator` (non-empty): "<think>" ... "</think>".
+  ExprId until(std::string_view terminator);
 
   // Compiles every rule reachable from `root`. Fails on undefined rules, left recursion, a grammar
   // that matches nothing, or one larger than Grammar::kMaxStates.
   Result<Grammar> build(int32_t root) const;
 
   struct Expr {
-    enum class Kind : uint8_t { kEmpty, kNothing, kBytes, kSeq, kAlt, kRepeat, kRef };
+    enum class Kind : uint8_t { kEmpty, kNothing, kBytes, kSeq, kAlt, kRepeat, kRef, kUntil };
     Kind kind = Kind::kEmpty;
     ByteSet set;                 // kBytes
     std::vector<ExprId> kids;    // kSeq, kAlt, kRepeat (one)
     int32_t min = 0, max = 0;    // kRepeat
     int32_t rule = -1;           // kRef
+    std::string text;            // kUntil
   };
   const Expr& expr(ExprId id) const { return exprs_[id]; }
 

@@ -43,6 +43,7 @@ class Matcher {
   // Sets `mask` (vocab().mask_words() words) to the tokens allowed now.
   void fill_mask(uint64_t* mask) const;
   Matcher fork() const { return Matcher(*this); }
+  const Vocabulary& vocab() const { return cache_->vocab(); }
 
   // The slow reference: tries every token from the current position, one byte at a time.
   void fill_mask_reference(uint64_t* mask) const;

@@ -32,6 +32,7 @@
 
 #include "backend/cpu/attention_kv.h"
 #include "cache/prefix_cache.h"
+#include "constrain/matcher.h"
 #include "core/result.h"
 #include "engine/engine_metrics.h"
 #include "model/model.h"
@@ -54,6 +55,10 @@ struct EngineRequest {
   // requests; false = read the cache but write nothing (spec 2.4 cache_prompt).
   bool cache_prompt = true;
   std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
+  // Structured output: every token is drawn from those the matcher allows (the others' logits are
+  // -inf before any sampler), and the request stops where only an end can follow. Its vocabulary must
+  // be the model's (n_vocab entries). The lane owns it from submit() on.
+  std::shared_ptr<constrain::Matcher> constraint;
 };
 
 enum class FinishReason : uint8_t {

@@ -27,6 +27,7 @@
 #include "engine/scheduler.h"
 #include "server/app/serve_options.h"
 #include "server/app/status.h"
+#include "constrain/constraint.h"
 #include "server/gen/generation.h"
 #include "server/http/message.h"
 #include "server/http/security.h"
@@ -52,6 +53,7 @@ struct AppDeps {
   const MemoryPlan* plan = nullptr;             // required
   const BlockStore* disk = nullptr;             // the SSD cache; nullptr when off
   const http::Server* transport = nullptr;      // for /status http.connections; nullptr in tests
+  int64_t n_vocab = 0;                          // the model's logits width; 0: the tokenizer's
 };
 
 using gen::KeepAliveTarget;
@@ -99,11 +101,16 @@ class App {
   void handle_count_tokens(const http::Request& req, const Writer& w);  // messages.cpp
   gen::GenerationContext generation_context();
   openai::TemplateExtras template_extras() const;
+  // The matcher for a request's response_format / grammar / regex (constraints.cpp); a 400 naming
+  // what cannot be enforced otherwise. `in_reasoning`: the prompt opened a reasoning block.
+  openai::ApiResult<std::shared_ptr<constrain::Matcher>> constraint_matcher(const openai::OutputConstraint& c,
+                                                                            bool in_reasoning);
   nlohmann::json model_entry(const std::string& id) const;
   bool known_model(const std::string& id) const;
 
   AppConfig config_;
   AppDeps deps_;
+  std::unique_ptr<constrain::ConstraintCompiler> constraints_;  // compiled grammars, the vocabulary's masks
   std::string instance_id_;
   std::string started_at_;
   std::chrono::steady_clock::time_point started_;
@@ -118,6 +125,10 @@ class App {
   http::RefusalLog refusal_log_;  // Origin refusals: truncated, at most one line a second
   std::atomic<int64_t> requests_{0}, body_bytes_{0}, responses_2xx_{0}, responses_4xx_{0}, responses_5xx_{0};
 };
+
+// Structured output's compiler for this tokenizer: the vocabulary (n_vocab entries, 0 = the
+// tokenizer's) is read on the first constrained request; end-of-generation tokens end the output.
+std::unique_ptr<constrain::ConstraintCompiler> make_constraint_compiler(const Tokenizer& tokenizer, int64_t n_vocab);
 
 // JSON response helpers shared by the route files.
 void respond_json(http::ResponseWriter& w, int status, const nlohmann::json& body);

@@ -75,6 +75,11 @@ void App::handle_chat(const http::Request& req, const Writer& w) {
   g.max_tokens = r.max_tokens;
   g.output.split = true;
   g.output.chat = openai::ChatOutputOptions::for_request(r, *prompt);
+  if (r.common.constraint) {
+    auto m = constraint_matcher(*r.common.constraint, g.output.chat.start_in_reasoning);
+    if (!m.ok()) return respond_api_error(*w, m.error());
+    g.constraint = std::move(*m);
+  }
   gen::encode_prompt(*deps_.tokenizer, *prompt, /*add_special=*/false, deps_.plan->maximum_context_tokens, g);
   auto wire = openai::chat_wire(meta, g.output.chat, openai::StreamOptions{r.common.include_usage, r.common.return_progress},
                                 r.common.stream);
@@ -93,6 +98,11 @@ void App::handle_completion(const http::Request& req, const Writer& w) {
   openai::ResponseMeta meta{ids.next("cmpl-"), unix_now(), config_.model_id};
   apply_common(r.common, g);
   g.max_tokens = r.max_tokens;
+  if (r.common.constraint) {
+    auto m = constraint_matcher(*r.common.constraint, /*in_reasoning=*/false);
+    if (!m.ok()) return respond_api_error(*w, m.error());
+    g.constraint = std::move(*m);
+  }
   if (const auto* text = std::get_if<std::string>(&r.prompt)) {
     // As llama.cpp does: the tokenizer's own BOS rule applies, special-token text is parsed.
     gen::encode_prompt(*deps_.tokenizer, *text, /*add_special=*/true, deps_.plan->maximum_context_tokens, g);

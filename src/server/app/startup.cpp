@@ -405,6 +405,7 @@ int serve(const ServeOptions& options) {
   deps.chat_template = chat_template ? &*chat_template : nullptr;
   deps.engine = engine->get();
   deps.plan = &plan;
+  deps.n_vocab = model->config().n_vocab;
   deps.disk = disk->store.get();
   deps.transport = server.get();
   App app(acfg, deps);

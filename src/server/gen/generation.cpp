@@ -235,6 +235,7 @@ void generate(const GenerationContext& ctx, GenerationRequest r, std::unique_ptr
   req.ignore_eos = r.ignore_eos;
   req.cache_prompt = r.cache_prompt;
   req.want_progress = r.stream && r.want_progress;
+  req.constraint = std::move(r.constraint);
   std::optional<Clock::time_point> deadline;
   if (ctx.server_timeout) deadline = r.arrival + *ctx.server_timeout;
   if (r.timeout_s) {  // under kNoDeadlineTimeout: the parsers drop longer ones

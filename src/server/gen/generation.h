@@ -75,6 +75,7 @@ struct GenerationRequest {
   Clock::time_point arrival = Clock::now();
   bool stream = false;
   OutputRules output;
+  std::shared_ptr<constrain::Matcher> constraint;  // structured output (EngineRequest::constraint)
 };
 
 // --- the internal events ----------------------------------------------------------------------------

@@ -186,15 +186,6 @@ ApiResult<Ok> check_refusals(const FieldReader& r) {
   if (logprobs.value_or(false)) return invalid_request("'logprobs' is not supported");
   SPLASH_OAI_TRY(auto top_logprobs, r.integer("top_logprobs"));
   if (top_logprobs && *top_logprobs != 0) return invalid_request("'top_logprobs' is not supported");
-  if (const ojson* rf = r.get("response_format")) {
-    if (!rf->is_object()) return invalid_request("'response_format' must be an object");
-    SPLASH_OAI_TRY(auto type, FieldReader(*rf, "response_format").string("type"));
-    if (!type) return invalid_request("'response_format.type' is required");
-    if (*type == "json_object" || *type == "json_schema") {
-      return invalid_request(str_cat("'response_format' of type '", *type, "' is not supported yet"));
-    }
-    if (*type != "text") return invalid_request("'response_format.type' must be one of text, json_object, json_schema");
-  }
   return Ok{};
 }
 

@@ -40,6 +40,14 @@ SamplingParams to_sampling_params(const SamplingFields& fields);
 
 constexpr double kNoDeadlineTimeout = 1e9;  // seconds, about 31.7 years
 
+// Structured output (issue 39): the output must match a JSON Schema, a GBNF grammar or a regex.
+struct OutputConstraint {
+  enum class Kind : uint8_t { kJsonSchema, kGbnf, kRegex };
+  Kind kind = Kind::kJsonSchema;
+  std::string text;   // the schema as JSON text (key order kept), or the grammar / regex
+  std::string field;  // where it came from, for errors: "response_format.json_schema.schema", "grammar", "regex"
+};
+
 // Fields shared by /v1/chat/completions and /v1/completions.
 struct CommonFields {
   std::optional<std::string> model;   // the caller checks it against the served names
@@ -54,6 +62,8 @@ struct CommonFields {
   std::string priority = "normal";    // foreground | normal | background
   bool cache_prompt = true;           // false: this request's KV is not written to the prefix cache
   SamplingFields sampling;
+  // response_format json_object / json_schema, `grammar` (GBNF) or `regex`; at most one.
+  std::optional<OutputConstraint> constraint;
 };
 
 // One function tool as the client declared it.
