@@ -91,6 +91,8 @@ test('responses.create: reasoning item, message, output_text, usage', async () =
   assert.ok(r.usage.output_tokens_details.reasoning_tokens > 0);
   assert.equal(r.store, true);
   assert.equal(r.max_output_tokens, 64);
+  assert.equal(r.temperature, 1);  // the defaults, echoed as written (not 0.949999988)
+  assert.equal(r.top_p, 0.95);
   answer = r;
 });
 

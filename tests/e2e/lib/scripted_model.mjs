@@ -35,7 +35,7 @@ export function make_scripted_model(binary, dir) {
   const tokenizer = path.join(repo_root, kQwen3Tokenizer);
   if (!fs.existsSync(tokenizer)) skip(`${kQwen3Tokenizer} is missing (run npm ci in tools/node)`);
   const out = path.join(dir, 'scripted-qwen3');
-  execFileSync(binary, ['make-test-model', '--preset', 'tiny-qwen3', '--format', 'safetensors', '--no-tie',
+  execFileSync(binary, ['make-test-model', '--preset', 'tiny-qwen3', '--format', 'safetensors', '--no-tie', '--ctx', '32768',
                         '--tokenizer', tokenizer, '--out', out], { stdio: ['ignore', 'pipe', 'pipe'] });
   const file = fs.readdirSync(out).find((f) => f.endsWith('.safetensors'));
   if (!file) throw new Error(`no .safetensors file in ${out}`);
