@@ -270,6 +270,9 @@ test('errors: 400 naming the field, 404 for an unknown model', async () => {
   });
   const wrong = await fetch(`${server.url}/v1/responses/resp_x`, { method: 'POST', body: '{}', headers: { 'Content-Type': 'application/json' } });
   assert.equal(wrong.status, 405);
+  const items = await fetch(`${server.url}/v1/responses/resp_x/input_items`);
+  assert.equal(items.status, 501);
+  assert.equal((await items.json()).error.code, 'not_implemented');
 });
 
 test('return_progress: response.in_progress events carry monotone prompt_progress', async () => {
