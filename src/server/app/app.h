@@ -33,6 +33,8 @@
 #include "server/http/security.h"
 #include "server/http/server.h"
 #include "server/openai/render.h"
+#include "server/openai/response_store.h"
+#include "server/openai/responses_request.h"
 #include "template/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
@@ -99,6 +101,17 @@ class App {
   void handle_completion(const http::Request& req, const Writer& w);    // completions.cpp
   void handle_messages(const http::Request& req, const Writer& w);      // messages.cpp
   void handle_count_tokens(const http::Request& req, const Writer& w);  // messages.cpp
+  // responses.cpp: /v1/responses, /v1/responses/input_tokens, GET / DELETE /v1/responses/{id}.
+  struct ResponsesPrompt {
+    openai::ResponsesRequest request;
+    std::vector<openai::ChatMessage> conversation;  // previous turns + this input (what the store keeps)
+    std::string prompt;                             // rendered
+    openai::ChatOutputOptions output;
+  };
+  std::optional<ResponsesPrompt> responses_prompt(const http::Request& req, const Writer& w);
+  void handle_responses(const http::Request& req, const Writer& w);
+  void handle_responses_input_tokens(const http::Request& req, const Writer& w);
+  void handle_stored_response(const http::Request& req, const std::string& id, const Writer& w);
   gen::GenerationContext generation_context();
   openai::TemplateExtras template_extras() const;
   // The matcher for a request's response_format / grammar / regex (constraints.cpp); a 400 naming
@@ -111,6 +124,8 @@ class App {
   AppConfig config_;
   AppDeps deps_;
   std::unique_ptr<constrain::ConstraintCompiler> constraints_;  // compiled grammars, the vocabulary's masks
+  // Stored /v1/responses results; shared with the requests' writers, which may outlive a route call.
+  std::shared_ptr<openai::ResponseStore> responses_ = std::make_shared<openai::ResponseStore>();
   std::string instance_id_;
   std::string started_at_;
   std::chrono::steady_clock::time_point started_;
@@ -129,6 +144,8 @@ class App {
 // Structured output's compiler for this tokenizer: the vocabulary (n_vocab entries, 0 = the
 // tokenizer's) is read on the first constrained request; end-of-generation tokens end the output.
 std::unique_ptr<constrain::ConstraintCompiler> make_constraint_compiler(const Tokenizer& tokenizer, int64_t n_vocab);
+// The fields every OpenAI route maps the same way (completions.cpp).
+void apply_common(const openai::CommonFields& c, gen::GenerationRequest& g);
 
 // JSON response helpers shared by the route files.
 void respond_json(http::ResponseWriter& w, int status, const nlohmann::json& body);
