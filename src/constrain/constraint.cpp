@@ -23,6 +23,14 @@ Result<Grammar> build(const ConstraintSpec& spec) {
     auto re = compile_regex(spec.text, RegexTarget::kRaw, b);
     if (!re) return re.error();
     body = re->expr;
+  } else if (spec.kind == ConstraintSpec::Kind::kToolCalls) {
+    const auto list = nlohmann::ordered_json::parse(spec.text, nullptr, false);
+    if (!list.is_array()) return make_error("the tool list is not a JSON array");
+    std::vector<ToolSpec> tools;
+    for (const auto& t : list) tools.push_back({t.value("name", ""), t.value("parameters", nlohmann::ordered_json())});
+    auto rule = add_tool_calls(tools, spec.tool_format, spec.parallel_calls, b);
+    if (!rule) return rule.error();
+    body = b.ref(*rule);
   } else {
     auto rule = add_gbnf(spec.text, b);
     if (!rule) return rule.error();
@@ -49,6 +57,8 @@ std::string key_of(const ConstraintSpec& s) {
   k += static_cast<char>('0' + static_cast<int>(s.kind));
   k += static_cast<char>('0' + static_cast<int>(s.whitespace));
   k += static_cast<char>('0' + static_cast<int>(s.reasoning));
+  k += static_cast<char>('0' + static_cast<int>(s.tool_format));
+  k += s.parallel_calls ? 'p' : 's';
   k += s.think_open + '\x1f' + s.think_close + '\x1f' + s.text;
   return k;
 }

@@ -18,17 +18,22 @@
 
 #include "constrain/json_schema.h"
 #include "constrain/matcher.h"
+#include "constrain/tool_calls.h"
 #include "core/result.h"
 
 namespace splash::constrain {
 
 struct ConstraintSpec {
-  enum class Kind : uint8_t { kJsonSchema, kGbnf, kRegex };
+  enum class Kind : uint8_t { kJsonSchema, kGbnf, kRegex, kToolCalls };
   // Reasoning before the constrained output: kNone, kOptional (the output may open with
   // "<think>...</think>"), kInside (the prompt opened the block: the output starts inside it).
   enum class Reasoning : uint8_t { kNone, kOptional, kInside };
   Kind kind = Kind::kJsonSchema;
-  std::string text;  // the schema as JSON text, or the grammar / regex
+  // The schema as JSON text, the grammar / regex, or for kToolCalls a JSON array of
+  // {"name": ..., "parameters": schema} (the tools a forced call may name).
+  std::string text;
+  ToolCallFormat tool_format = ToolCallFormat::kJson;
+  bool parallel_calls = true;
   JsonWhitespace whitespace = JsonWhitespace::kCompact;
   Reasoning reasoning = Reasoning::kNone;
   std::string think_open = "<think>", think_close = "</think>";

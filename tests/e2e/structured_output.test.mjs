@@ -115,6 +115,58 @@ test('completions: a GBNF grammar and a regex constrain the text', async () => {
   assert.match(r.choices[0].text, /^20[0-9]{2}-(0[1-9]|1[0-2])-[0-3][0-9]$/);
 });
 
+const kWeather = {
+  type: 'object',
+  properties: { city: { type: 'string', maxLength: 10 }, unit: { enum: ['c', 'f'] }, days: { type: 'integer', minimum: 1, maximum: 7 } },
+  required: ['city', 'unit'],
+  additionalProperties: false,
+};
+const kTools = [
+  { type: 'function', function: { name: 'get_weather', description: 'Weather', parameters: kWeather, strict: true } },
+  { type: 'function', function: { name: 'get_time', description: 'Time', parameters: { type: 'object', properties: { tz: { enum: ['UTC', 'CET'] } }, required: ['tz'] } } },
+];
+const validate_weather = ajv.compile(kWeather);
+
+test('tool_choice naming a function: the call is that function, its arguments validate', async () => {
+  for (let seed = 1; seed <= 4; ++seed) {
+    const r = await client.chat.completions.create({
+      model, messages: [{ role: 'user', content: 'Weather in Oslo?' }], max_tokens: 200, temperature: 1, seed,
+      tools: kTools, tool_choice: { type: 'function', function: { name: 'get_weather' } },
+    });
+    const choice = r.choices[0];
+    assert.equal(choice.finish_reason, 'tool_calls', JSON.stringify(choice));
+    assert.equal(choice.message.tool_calls.length, 1);
+    const call = choice.message.tool_calls[0];
+    assert.equal(call.function.name, 'get_weather');
+    check_document(call.function.arguments, validate_weather);
+  }
+});
+
+test('tool_choice required without parallel calls: one call of an offered tool, streamed', async () => {
+  const stream = await client.chat.completions.create({
+    model, messages: [{ role: 'user', content: 'Weather and time?' }], max_tokens: 300, temperature: 1, seed: 11,
+    tools: kTools, tool_choice: 'required', parallel_tool_calls: false, stream: true,
+  });
+  const calls = [];
+  let finish = null;
+  for await (const chunk of stream) {
+    for (const d of chunk.choices[0]?.delta?.tool_calls ?? []) {
+      calls[d.index] ??= { name: '', arguments: '' };
+      if (d.function?.name) calls[d.index].name += d.function.name;
+      if (d.function?.arguments) calls[d.index].arguments += d.function.arguments;
+    }
+    finish = chunk.choices[0]?.finish_reason ?? finish;
+  }
+  assert.equal(finish, 'tool_calls');
+  assert.equal(calls.length, 1);
+  for (const c of calls) {
+    assert.ok(['get_weather', 'get_time'].includes(c.name), c.name);
+    const args = JSON.parse(c.arguments);
+    if (c.name === 'get_weather') assert.ok(validate_weather(args), c.arguments);
+    else assert.ok(['UTC', 'CET'].includes(args.tz), c.arguments);
+  }
+});
+
 test('what cannot be enforced is a 400 naming it', async () => {
   const cases = [
     [{ response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'object', patternProperties: { '^a': {} } } } } }, 'patternProperties'],

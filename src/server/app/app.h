@@ -118,6 +118,10 @@ class App {
   // what cannot be enforced otherwise. `in_reasoning`: the prompt opened a reasoning block.
   openai::ApiResult<std::shared_ptr<constrain::Matcher>> constraint_matcher(const openai::OutputConstraint& c,
                                                                             bool in_reasoning);
+  // A forced tool call in the template's syntax: any offered tool, or only `only`.
+  openai::ApiResult<std::shared_ptr<constrain::Matcher>> tool_call_matcher(const openai::ChatRequest& chat,
+                                                                           const std::optional<std::string>& only,
+                                                                           bool in_reasoning);
   nlohmann::json model_entry(const std::string& id) const;
   bool known_model(const std::string& id) const;
 

@@ -74,8 +74,18 @@ void App::handle_chat(const http::Request& req, const Writer& w) {
   g.max_tokens = r.max_tokens;
   g.output.split = true;
   g.output.chat = openai::ChatOutputOptions::for_request(r, *prompt);
-  if (r.common.constraint) {
-    auto m = constraint_matcher(*r.common.constraint, g.output.chat.start_in_reasoning);
+  using Mode = openai::ToolChoice::Mode;
+  const bool forced = r.tool_choice.mode == Mode::kRequired || r.tool_choice.mode == Mode::kFunction;
+  if (forced && r.common.constraint) {
+    return respond_error(*w, 400, "invalid_request_error",
+                         str_cat("'", r.common.constraint->field.substr(0, r.common.constraint->field.find('.')),
+                                 "' and a forced 'tool_choice' cannot be combined"));
+  }
+  if (forced || r.common.constraint) {
+    std::optional<std::string> only;
+    if (r.tool_choice.mode == Mode::kFunction) only = r.tool_choice.function;
+    auto m = forced ? tool_call_matcher(r, only, g.output.chat.start_in_reasoning)
+                    : constraint_matcher(*r.common.constraint, g.output.chat.start_in_reasoning);
     if (!m.ok()) return respond_api_error(*w, m.error());
     g.constraint = std::move(*m);
   }

@@ -33,4 +33,29 @@ openai::ApiResult<std::shared_ptr<constrain::Matcher>> App::constraint_matcher(c
   return *m;
 }
 
+openai::ApiResult<std::shared_ptr<constrain::Matcher>> App::tool_call_matcher(const openai::ChatRequest& chat,
+                                                                              const std::optional<std::string>& only,
+                                                                              bool in_reasoning) {
+  const std::string_view source = deps_.chat_template ? deps_.chat_template->source() : std::string_view();
+  if (source.find("<tool_call>") == std::string_view::npos) {
+    return openai::invalid_request("'tool_choice' cannot force a tool call: this model's chat template writes no <tool_call>");
+  }
+  constrain::ConstraintSpec spec;
+  spec.kind = constrain::ConstraintSpec::Kind::kToolCalls;
+  spec.tool_format = source.find("<function=") != std::string_view::npos ? constrain::ToolCallFormat::kXml
+                                                                         : constrain::ToolCallFormat::kJson;
+  spec.parallel_calls = chat.parallel_tool_calls && !only;
+  spec.reasoning = in_reasoning ? constrain::ConstraintSpec::Reasoning::kInside : constrain::ConstraintSpec::Reasoning::kNone;
+  nlohmann::ordered_json list = nlohmann::ordered_json::array();
+  for (const openai::Tool& t : chat.tools) {
+    if (only && t.name != *only) continue;
+    const auto& fn = t.definition.contains("function") ? t.definition["function"] : t.definition;
+    list.push_back({{"name", t.name}, {"parameters", fn.value("parameters", nlohmann::ordered_json())}});
+  }
+  spec.text = list.dump();
+  auto m = constraints_->matcher(spec);
+  if (!m.ok()) return openai::invalid_request(str_cat("'tools': ", m.error_message()));
+  return *m;
+}
+
 }  // namespace splash::app

@@ -165,8 +165,9 @@ ApiResult<ToolChoice> parse_tool_choice(const FieldReader& top, const std::vecto
       return choice;
     }
     if (s == "required") {
-      // Forcing a call needs a grammar over the output, which this server does not have yet.
-      return invalid_request("'tool_choice' \"required\" is not supported yet; use \"auto\"");
+      if (tools.empty()) return invalid_request("'tool_choice' \"required\" needs 'tools'");
+      choice.mode = ToolChoice::Mode::kRequired;
+      return choice;
     }
     return invalid_request("'tool_choice' must be \"auto\", \"none\", \"required\" or a function object");
   }
@@ -178,7 +179,9 @@ ApiResult<ToolChoice> parse_tool_choice(const FieldReader& top, const std::vecto
   if (!name) return invalid_request("'tool_choice.function.name' is required");
   bool known = std::any_of(tools.begin(), tools.end(), [&](const Tool& t) { return t.name == *name; });
   if (!known) return invalid_request(str_cat("'tool_choice.function.name' '", *name, "' is not one of 'tools'"));
-  return invalid_request("'tool_choice' naming a function is not supported yet; use \"auto\"");
+  choice.mode = ToolChoice::Mode::kFunction;
+  choice.function = *name;
+  return choice;
 }
 
 ApiResult<Ok> check_refusals(const FieldReader& r) {

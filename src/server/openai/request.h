@@ -73,8 +73,11 @@ struct Tool {
 };
 
 struct ToolChoice {
-  enum class Mode : uint8_t { kAuto, kNone };
+  // kRequired: at least one call of any offered tool; kFunction: a call of `function`. Both are
+  // enforced by a grammar over the template's tool-call syntax.
+  enum class Mode : uint8_t { kAuto, kNone, kRequired, kFunction };
   Mode mode = Mode::kAuto;
+  std::string function;
 };
 
 // A tool call in an assistant message of the history.
