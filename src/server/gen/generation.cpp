@@ -78,8 +78,7 @@ void append_events(std::vector<openai::OutputPart> parts, int& open_call, std::v
 class GenerationJob : public KeepAliveTarget {
  public:
   GenerationJob(std::unique_ptr<WireWriter> writer, std::shared_ptr<http::ResponseWriter> w, const GenerationRequest& r)
-      : writer_(std::move(writer)), sink_(std::move(w)), stream_(r.stream), want_progress_(r.want_progress),
-        prefill_(r.output.prefill) {
+      : writer_(std::move(writer)), sink_(std::move(w)), stream_(r.stream), want_progress_(r.want_progress) {
     if (r.output.split) chat_.emplace(r.output.chat);
   }
 
@@ -104,13 +103,12 @@ class GenerationJob : public KeepAliveTarget {
     writer_->keepalive(sink_);
   }
 
-  // After a successful submit(): opens the stream, reads the prefill, replays held events.
+  // After a successful submit(): opens the stream, replays held events.
   void start(bool clamped) {
     std::lock_guard lock(mu_);
     clamped_ = clamped;
     if (stream_) writer_->open(sink_);
     started_ = true;
-    if (!prefill_.empty()) feed(prefill_, 0);
     for (const EngineEvent& e : held_) apply(e);
     held_.clear();
   }
@@ -181,7 +179,6 @@ class GenerationJob : public KeepAliveTarget {
   std::unique_ptr<WireWriter> writer_;
   Sink sink_;
   bool stream_, want_progress_;
-  std::string prefill_;
   std::optional<openai::ChatOutput> chat_;
   std::string text_;  // plain output
   int open_call_ = -1;

@@ -53,9 +53,6 @@ struct OutputRules {
   // calls are split out (ChatOutput: ReasoningSplitter, then ToolCallParser when tools are callable).
   bool split = false;
   openai::ChatOutputOptions chat;  // when split
-  // Text the prompt already ends with that belongs to the answer (a forced tool call's opener): it is
-  // read as the first output, before any generated token, so the parser sees the whole call.
-  std::string prefill;
 };
 
 struct GenerationRequest {
