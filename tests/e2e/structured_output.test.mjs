@@ -167,6 +167,24 @@ test('tool_choice required without parallel calls: one call of an offered tool, 
   }
 });
 
+test('Responses text.format json_schema and a forced function call', async () => {
+  const r = await client.responses.create({
+    model, input: 'Describe a person as JSON.', max_output_tokens: 400, temperature: 1,
+    text: { format: { type: 'json_schema', name: 'person', schema: kPerson, strict: true } },
+  });
+  assert.equal(r.status, 'completed', JSON.stringify(r.incomplete_details));
+  check_document(r.output_text, validate_person);
+  const call = await client.responses.create({
+    model, input: 'Weather in Oslo?', max_output_tokens: 200, temperature: 1,
+    tools: [{ type: 'function', name: 'get_weather', parameters: kWeather, strict: true }],
+    tool_choice: { type: 'function', name: 'get_weather' },
+  });
+  const fc = call.output.filter((o) => o.type === 'function_call');
+  assert.equal(fc.length, 1, JSON.stringify(call.output));
+  assert.equal(fc[0].name, 'get_weather');
+  check_document(fc[0].arguments, validate_weather);
+});
+
 test('what cannot be enforced is a 400 naming it', async () => {
   const cases = [
     [{ response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'object', patternProperties: { '^a': {} } } } } }, 'patternProperties'],

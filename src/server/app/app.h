@@ -107,6 +107,7 @@ class App {
     std::vector<openai::ChatMessage> conversation;  // previous turns + this input (what the store keeps)
     std::string prompt;                             // rendered
     openai::ChatOutputOptions output;
+    openai::ChatRequest chat;                       // what was rendered
   };
   std::optional<ResponsesPrompt> responses_prompt(const http::Request& req, const Writer& w);
   void handle_responses(const http::Request& req, const Writer& w);
@@ -118,6 +119,10 @@ class App {
   // what cannot be enforced otherwise. `in_reasoning`: the prompt opened a reasoning block.
   openai::ApiResult<std::shared_ptr<constrain::Matcher>> constraint_matcher(const openai::OutputConstraint& c,
                                                                             bool in_reasoning);
+  // Structured output of a chat-shaped request (response_format / grammar / regex, or a forced
+  // tool_choice) onto `g`; the error to answer otherwise.
+  std::optional<openai::ApiError> apply_constraint(const openai::ChatRequest& r, bool in_reasoning,
+                                                   gen::GenerationRequest& g);
   // A forced tool call in the template's syntax: any offered tool, or only `only`.
   openai::ApiResult<std::shared_ptr<constrain::Matcher>> tool_call_matcher(const openai::ChatRequest& chat,
                                                                            const std::optional<std::string>& only,

@@ -34,6 +34,23 @@ void apply_common(const openai::CommonFields& c, gen::GenerationRequest& g) {
   g.stream = c.stream;
 }
 
+std::optional<openai::ApiError> App::apply_constraint(const openai::ChatRequest& r, bool in_reasoning,
+                                                      gen::GenerationRequest& g) {
+  using Mode = openai::ToolChoice::Mode;
+  const bool forced = r.tool_choice.mode == Mode::kRequired || r.tool_choice.mode == Mode::kFunction;
+  if (forced && r.common.constraint) {
+    return openai::invalid_request(str_cat("'", r.common.constraint->field.substr(0, r.common.constraint->field.find('.')),
+                                           "' and a forced 'tool_choice' cannot be combined"));
+  }
+  if (!forced && !r.common.constraint) return std::nullopt;
+  std::optional<std::string> only;
+  if (r.tool_choice.mode == Mode::kFunction) only = r.tool_choice.function;
+  auto m = forced ? tool_call_matcher(r, only, in_reasoning) : constraint_matcher(*r.common.constraint, in_reasoning);
+  if (!m.ok()) return m.error();
+  g.constraint = std::move(*m);
+  return std::nullopt;
+}
+
 gen::GenerationContext App::generation_context() {
   gen::GenerationContext ctx;
   ctx.engine = deps_.engine;
@@ -74,21 +91,7 @@ void App::handle_chat(const http::Request& req, const Writer& w) {
   g.max_tokens = r.max_tokens;
   g.output.split = true;
   g.output.chat = openai::ChatOutputOptions::for_request(r, *prompt);
-  using Mode = openai::ToolChoice::Mode;
-  const bool forced = r.tool_choice.mode == Mode::kRequired || r.tool_choice.mode == Mode::kFunction;
-  if (forced && r.common.constraint) {
-    return respond_error(*w, 400, "invalid_request_error",
-                         str_cat("'", r.common.constraint->field.substr(0, r.common.constraint->field.find('.')),
-                                 "' and a forced 'tool_choice' cannot be combined"));
-  }
-  if (forced || r.common.constraint) {
-    std::optional<std::string> only;
-    if (r.tool_choice.mode == Mode::kFunction) only = r.tool_choice.function;
-    auto m = forced ? tool_call_matcher(r, only, g.output.chat.start_in_reasoning)
-                    : constraint_matcher(*r.common.constraint, g.output.chat.start_in_reasoning);
-    if (!m.ok()) return respond_api_error(*w, m.error());
-    g.constraint = std::move(*m);
-  }
+  if (auto e = apply_constraint(r, g.output.chat.start_in_reasoning, g)) return respond_api_error(*w, *e);
   gen::encode_prompt(*deps_.tokenizer, *prompt, /*add_special=*/false, deps_.plan->maximum_context_tokens, g);
   auto wire = openai::chat_wire(meta, g.output.chat, openai::StreamOptions{r.common.include_usage, r.common.return_progress},
                                 r.common.stream);
