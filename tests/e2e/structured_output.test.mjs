@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 
 import { parse_args, require_package, run, test } from './lib/harness.mjs';
-import { make_tiny_model, post_json, splash_binary, start_server, work_dir } from './lib/server.mjs';
+import { get_json, make_tiny_model, post_json, splash_binary, start_server, work_dir } from './lib/server.mjs';
 
 const args = parse_args({ splash: '', model: '' });
 const OpenAI = require_package('openai');
@@ -183,6 +183,32 @@ test('Responses text.format json_schema and a forced function call', async () =>
   assert.equal(fc.length, 1, JSON.stringify(call.output));
   assert.equal(fc[0].name, 'get_weather');
   check_document(fc[0].arguments, validate_weather);
+});
+
+test('greedy constrained output is the same with speculative decoding (prompt lookup) and without', async () => {
+  const plain = await start_server({ binary, model: model_path, args: ['--spec', 'off'] });
+  try {
+    const other = new OpenAI({ baseURL: `${plain.url}/v1`, apiKey: 'unused', maxRetries: 0, timeout: 120000 });
+    const before = (await get_json(server, '/status')).body.metrics;
+    const bodies = [
+      { model, messages: kMessages, max_tokens: 300, temperature: 0,
+        response_format: { type: 'json_schema', json_schema: { name: 'person', schema: kPerson } } },
+      // A grammar with repeats, so prompt lookup has n-grams to propose.
+      { model, messages: kMessages, max_tokens: 120, temperature: 0, grammar: 'root ::= ("ab" | "cd" | " ")+' },
+    ];
+    for (const body of bodies) {
+      const spec = await client.chat.completions.create(body);
+      const off = await other.chat.completions.create(body);
+      assert.equal(spec.choices[0].message.content, off.choices[0].message.content);
+      assert.equal(spec.choices[0].finish_reason, off.choices[0].finish_reason);
+    }
+    const after = (await get_json(server, '/status')).body.metrics;
+    assert.ok(after.drafted_tokens > before.drafted_tokens, `no drafts: ${JSON.stringify(after.draft_methods)}`);
+    assert.ok(after.accepted_draft_tokens > before.accepted_draft_tokens, 'no draft was accepted');
+    assert.equal((await get_json(plain, '/status')).body.metrics.drafted_tokens, 0);
+  } finally {
+    await plain.stop();
+  }
 });
 
 test('what cannot be enforced is a 400 naming it', async () => {
