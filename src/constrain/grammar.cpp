@@ -488,7 +488,24 @@ Result<Grammar> GrammarBuilder::build(int32_t root) const {
     }
   }
   g.compute_state_keys();
+  g.build_dense_tables();
   return g;
+}
+
+void Grammar::build_dense_tables() {
+  // The string-content states of JSON have a dozen byte ranges; the mask walks step them for every
+  // node of the vocabulary trie, so they get a table instead of a scan.
+  dense.clear();
+  for (State& st : states) {
+    st.table = -1;
+    if (st.edges_end - st.edges_begin < kDenseEdges) continue;
+    st.table = static_cast<int32_t>(dense.size() / 256);
+    dense.resize(dense.size() + 256, -1);
+    int32_t* row = dense.data() + static_cast<size_t>(st.table) * 256;
+    for (uint32_t i = st.edges_begin; i < st.edges_end; ++i) {
+      for (int b = edges[i].lo; b <= edges[i].hi; ++b) row[b] = edges[i].to;
+    }
+  }
 }
 
 // --- digests --------------------------------------------------------------------------------------

@@ -50,6 +50,7 @@ struct Grammar {
   };
   struct State {
     uint32_t edges_begin = 0, edges_end = 0;  // into edges, sorted by lo, disjoint
+    int32_t table = -1;                       // states with many edges: 256 targets at dense[table * 256]
     uint32_t calls_begin = 0, calls_end = 0;  // into calls
     bool accepting = false;                   // the rule may end here
   };
@@ -62,11 +63,14 @@ struct Grammar {
   std::vector<Edge> edges;
   std::vector<Call> calls;
   std::vector<Rule> rules;
+  std::vector<int32_t> dense;  // per-byte targets of states with kDenseEdges edges or more (-1: none)
   int32_t root = 0;  // the rule a whole output must match
+  static constexpr uint32_t kDenseEdges = 4;
 
   // The state reached from `state` by `byte`, or -1.
   int32_t step(int32_t state, uint8_t byte) const {
     const State& s = states[state];
+    if (s.table >= 0) return dense[static_cast<size_t>(s.table) * 256 + byte];
     for (uint32_t i = s.edges_begin; i < s.edges_end; ++i) {
       if (byte < edges[i].lo) return -1;
       if (byte <= edges[i].hi) return edges[i].to;
@@ -80,6 +84,7 @@ struct Grammar {
   std::vector<uint64_t> state_keys;
 
   void compute_state_keys();
+  void build_dense_tables();
 };
 
 // Builds expressions and rules; expressions are ids into the builder.

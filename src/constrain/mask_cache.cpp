@@ -15,21 +15,52 @@ StateMask MaskCache::compute(const Pda& pda, int32_t state, const Vocabulary& vo
   // business: they are in the runtime config too).
   std::vector<Config> configs(vocab.max_depth() + 1);
   std::vector<char> escaped_upto(vocab.max_depth() + 1, 0);
-  configs[0].frames.push_back({state, kOpen});
   auto mark_uncertain = [&](int32_t from, int32_t to) {
     for (int32_t i = from; i < to; ++i) {
       for (int32_t k = nodes[i].tokens_begin; k < nodes[i].tokens_end; ++k) m.uncertain.push_back(ids[k]);
     }
   };
+  // Most positions of a walk are one frame whose next state neither calls nor ends a rule (inside a
+  // string, a literal, a number): those steps keep just the frame (`single`), no Config.
+  const Grammar& g = pda.grammar();
+  std::vector<Frame> single(vocab.max_depth() + 1);
+  std::vector<char> simple(vocab.max_depth() + 1, 0);
+  single[0] = {state, kOpen};
+  simple[0] = 1;
+  Config parent;
   int32_t i = 1;
   const auto n = static_cast<int32_t>(nodes.size());
   while (i < n) {
     const Vocabulary::Node& node = nodes[i];
     const size_t d = node.depth;
-    Config& c = configs[d];
-    pda.advance(configs[d - 1], node.byte, arena, c);
     const bool before = escaped_upto[d - 1];
-    if (c.frames.empty() && !c.escaped) {
+    bool frames = true, escaped = false;
+    simple[d] = 0;
+    if (simple[d - 1]) {
+      const Frame f = single[d - 1];
+      const int32_t to = g.step(f.state, node.byte);
+      const Grammar::State* st = to >= 0 ? &g.states[to] : nullptr;
+      if (st != nullptr && st->calls_begin == st->calls_end && !st->accepting) {
+        single[d] = {to, f.parent};
+        simple[d] = 1;
+      } else {
+        parent.frames.assign(1, f);
+        parent.can_end = parent.escaped = false;
+        pda.advance(parent, node.byte, arena, configs[d]);
+      }
+    } else {
+      pda.advance(configs[d - 1], node.byte, arena, configs[d]);
+    }
+    if (!simple[d]) {
+      const Config& c = configs[d];
+      frames = !c.frames.empty();
+      escaped = c.escaped;
+      if (c.frames.size() == 1 && !c.escaped && !c.can_end) {
+        single[d] = c.frames[0];
+        simple[d] = 1;
+      }
+    }
+    if (!frames && !escaped) {
       if (before) mark_uncertain(i, node.end);
       i = node.end;
       continue;
@@ -39,8 +70,8 @@ StateMask MaskCache::compute(const Pda& pda, int32_t state, const Vocabulary& vo
       m.accepted[t >> 6] |= uint64_t{1} << (t & 63);
       ++m.n_accepted;
     }
-    escaped_upto[d] = before || c.escaped;
-    if (c.frames.empty()) {  // ended exactly here: longer tokens continue in the stack below
+    escaped_upto[d] = before || escaped;
+    if (!frames) {  // ended exactly here: longer tokens continue in the stack below
       mark_uncertain(i + 1, node.end);
       i = node.end;
       continue;
