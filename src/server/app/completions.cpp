@@ -47,6 +47,7 @@ class Job : public KeepAliveTarget {
   std::optional<openai::CompletionStream> text_stream;
   std::optional<openai::ChatOutput> chat_out;  // non-stream chat
   bool chat = false;
+  double load_wait_ms = 0;  // waited for the weights to load again (--idle-release); set before submit
 
   void on_event(const EngineEvent& e) {
     std::lock_guard lock(mu_);
@@ -115,7 +116,8 @@ class Job : public KeepAliveTarget {
 
   void finish(const EngineEvent& e) {
     const auto end = static_cast<openai::GenerationEnd>(e.finish);
-    const openai::GenerationStats stats = stats_of(e);
+    openai::GenerationStats stats = stats_of(e);
+    stats.load_ms = load_wait_ms;
     if (auto err = openai::generation_error(end, e.error)) {
       if (stream_) {
         send(openai::error_chunk(*err));
@@ -178,7 +180,7 @@ void encode_prompt(const Tokenizer& tok, std::string_view text, bool add_special
   }
 }
 
-void submit_job(Engine* engine, int64_t context, const std::optional<std::chrono::milliseconds>& server_timeout,
+void submit_job(EngineHost* engines, int64_t context, const std::optional<std::chrono::milliseconds>& server_timeout,
                 Clock::time_point arrival, Prepared p, std::shared_ptr<Job> job,
                 const std::shared_ptr<http::ResponseWriter>& w) {
   const int64_t n = static_cast<int64_t>(p.prompt.size());
@@ -198,7 +200,12 @@ void submit_job(Engine* engine, int64_t context, const std::optional<std::chrono
                                    " tokens can be generated"));
     max_tokens = *p.max_tokens;
   }
-  if (!engine) return respond_error(*w, 503, "runtime_unavailable", "the engine is not running");
+  if (!engines) return respond_error(*w, 503, "runtime_unavailable", "the engine is not running");
+  // Loads the weights again when --idle-release let them go; the request holds the lease to its end.
+  auto lease = engines->acquire();
+  if (!lease.ok()) return respond_error(*w, 503, "runtime_unavailable", lease.error_message());
+  Engine* engine = &(*lease)->engine();
+  job->load_wait_ms = (*lease)->load_wait_ms();
 
   EngineRequest req;
   req.prompt = std::move(p.prompt);
@@ -216,7 +223,7 @@ void submit_job(Engine* engine, int64_t context, const std::optional<std::chrono
   }
   if (deadline) req.deadline = *deadline;
 
-  auto id = engine->submit(std::move(req), [job](const EngineEvent& e) { job->on_event(e); });
+  auto id = engine->submit(std::move(req), [job, held = *lease](const EngineEvent& e) { job->on_event(e); });
   if (!id.ok()) {
     const std::string& msg = id.error_message();
     switch (submit_error_kind(msg)) {
@@ -232,7 +239,10 @@ void submit_job(Engine* engine, int64_t context, const std::optional<std::chrono
     }
   }
   const uint64_t rid = *id;
-  w->on_disconnect([engine, rid] { engine->cancel(rid); });
+  // Weak: a finished request's writer must not keep the weights loaded.
+  w->on_disconnect([weak = std::weak_ptr<EngineHost::Lease>(*lease), rid] {
+    if (auto l = weak.lock()) l->engine().cancel(rid);
+  });
   job->start();
 }
 
@@ -274,7 +284,7 @@ void App::handle_chat(const http::Request& req, const Writer& w) {
   encode_prompt(tok, *prompt, /*add_special=*/false, deps_.plan->maximum_context_tokens, p);
   p.max_tokens = r.max_tokens;
   p.common = &r.common;
-  submit_job(deps_.engine, deps_.plan->maximum_context_tokens, config_.options.request_timeout, arrival,
+  submit_job(deps_.engines, deps_.plan->maximum_context_tokens, config_.options.request_timeout, arrival,
              std::move(p), job, w);
 }
 
@@ -301,7 +311,7 @@ void App::handle_completion(const http::Request& req, const Writer& w) {
   }
   p.max_tokens = r.max_tokens;
   p.common = &r.common;
-  submit_job(deps_.engine, deps_.plan->maximum_context_tokens, config_.options.request_timeout, arrival,
+  submit_job(deps_.engines, deps_.plan->maximum_context_tokens, config_.options.request_timeout, arrival,
              std::move(p), job, w);
 }
 
