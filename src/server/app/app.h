@@ -27,9 +27,11 @@
 #include "server/app/engine_host.h"
 #include "server/app/serve_options.h"
 #include "server/app/status.h"
+#include "server/gen/generation.h"
 #include "server/http/message.h"
 #include "server/http/security.h"
 #include "server/http/server.h"
+#include "server/openai/render.h"
 #include "template/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
@@ -53,13 +55,7 @@ struct AppDeps {
   const http::Server* transport = nullptr;      // for /status http.connections; nullptr in tests
 };
 
-// A streamed response that wants an SSE keep-alive when it has been quiet for a while (spec 2.6:
-// about every 2 s, so clients and proxies with read timeouts survive a long prefill).
-class KeepAliveTarget {
- public:
-  virtual ~KeepAliveTarget() = default;
-  virtual void keepalive_if_idle(std::chrono::steady_clock::time_point now) = 0;
-};
+using gen::KeepAliveTarget;
 
 class App {
  public:
@@ -100,6 +96,10 @@ class App {
   void handle_apply_template(const http::Request& req, const Writer& w);
   void handle_chat(const http::Request& req, const Writer& w);          // completions.cpp
   void handle_completion(const http::Request& req, const Writer& w);    // completions.cpp
+  void handle_messages(const http::Request& req, const Writer& w);      // messages.cpp
+  void handle_count_tokens(const http::Request& req, const Writer& w);  // messages.cpp
+  gen::GenerationContext generation_context();
+  openai::TemplateExtras template_extras() const;
   nlohmann::json model_entry(const std::string& id) const;
   bool known_model(const std::string& id) const;
 

@@ -91,10 +91,15 @@ class ChatStream {
 
   const ChatOutput& output() const { return output_; }
 
+  // The same chunks for output parsed elsewhere (the generation seam owns the ChatOutput): one delta
+  // chunk per part, and the closing chunks (finish_reason + timings, then usage when asked).
+  std::vector<std::string> chunks(const std::vector<OutputPart>& parts) const;
+  std::vector<std::string> end_chunks(GenerationEnd end, const GenerationStats& stats, bool made_tool_calls,
+                                      int64_t reasoning_tokens) const;
+
  private:
   nlohmann::ordered_json chunk_json(nlohmann::ordered_json delta, const nlohmann::ordered_json& finish) const;
   std::string chunk(nlohmann::ordered_json delta, const nlohmann::ordered_json& finish) const;
-  std::vector<std::string> chunks(const std::vector<OutputPart>& parts) const;
 
   ResponseMeta meta_;
   StreamOptions options_;

@@ -104,11 +104,19 @@ std::vector<std::string> ChatStream::text(std::string_view piece, int64_t n_toke
 
 std::vector<std::string> ChatStream::finish(GenerationEnd end, const GenerationStats& stats) {
   std::vector<std::string> out = chunks(output_.finish());
-  ojson last = chunk_json(ojson::object(), finish_reason(end, !output_.tool_calls().empty()));
+  for (std::string& c : end_chunks(end, stats, !output_.tool_calls().empty(), output_.reasoning_tokens()))
+    out.push_back(std::move(c));
+  return out;
+}
+
+std::vector<std::string> ChatStream::end_chunks(GenerationEnd end, const GenerationStats& stats, bool made_tool_calls,
+                                                int64_t reasoning_tokens) const {
+  std::vector<std::string> out;
+  ojson last = chunk_json(ojson::object(), finish_reason(end, made_tool_calls));
   last["timings"] = timings_json(stats);
   out.push_back(dump_json(last));
   if (options_.include_usage) {
-    out.push_back(dump_json(usage_chunk(meta_, "chat.completion.chunk", usage_json(stats, output_.reasoning_tokens()))));
+    out.push_back(dump_json(usage_chunk(meta_, "chat.completion.chunk", usage_json(stats, reasoning_tokens))));
   }
   return out;
 }
