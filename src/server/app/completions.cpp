@@ -21,7 +21,8 @@ void respond_api_error(http::ResponseWriter& w, const openai::ApiError& e) {
 
 int64_t unix_now() { return static_cast<int64_t>(std::time(nullptr)); }
 
-// The fields every OpenAI route maps the same way.
+}  // namespace
+
 void apply_common(const openai::CommonFields& c, gen::GenerationRequest& g) {
   g.sampling = openai::to_sampling_params(c.sampling);
   g.stop = c.stop;
@@ -32,8 +33,6 @@ void apply_common(const openai::CommonFields& c, gen::GenerationRequest& g) {
   g.timeout_s = c.timeout_s;
   g.stream = c.stream;
 }
-
-}  // namespace
 
 gen::GenerationContext App::generation_context() {
   gen::GenerationContext ctx;
