@@ -7,7 +7,8 @@ A random-weight Qwen3 whose weights are large enough (~300 MiB resident) that th
 the server's VmRSS. Checks: /status weights.released and state "released" after the idle time, /ready
 still 200, VmRSS down by most of what the weights took; then a greedy completion gives the same text
 as before the release, its timings carry load_ms, /status counts the restore with its duration, and
-the process is back to its loaded size.
+the process is back to its loaded size. A request longer than the idle time is not released under,
+and a reload that fails (the model moved away) answers 503, is counted, and the next one succeeds.
 
 Usage: idle_release_e2e.py --splash BUILD/splash --tokenizer-json .../tokenizer.json
 Exit 0 on success, 1 on a failed check, 77 (ctest skip) when the tokenizer.json is missing.
@@ -138,6 +139,38 @@ def test_idle_release(model):
         s.stop()
 
 
+def test_busy_and_failed_reload(model):
+    """A request longer than the idle time is not released under; a reload that fails answers 503
+    naming the cause, is counted, and the next request tries again."""
+    s = Server(model, "--idle-release", "1s")
+    try:
+        code, text = request(s.port, "POST", "/v1/completions",
+                             {"prompt": "a long one", "max_tokens": 150, "temperature": 0, "ignore_eos": True})
+        body = json.loads(text)
+        check(code == 200 and body["timings"]["predicted_ms"] > 1500,
+              "a request of %.0f ms, longer than --idle-release 1s" % body["timings"]["predicted_ms"])
+        check(s.status()["weights"]["releases"] == 0, "nothing released while it ran")
+        deadline = time.time() + 30
+        while time.time() < deadline and not s.status()["weights"]["released"]:
+            time.sleep(0.25)
+        check(s.status()["weights"]["released"], "released once idle")
+        moved = model + ".away"
+        os.rename(model, moved)
+        try:
+            code, text = request(s.port, "POST", "/v1/completions", {"prompt": "x", "max_tokens": 2})
+        finally:
+            os.rename(moved, model)
+        check(code == 503 and "runtime_unavailable" in text and "could not be loaded again" in text,
+              "a failed reload is a 503 naming it: %d %s" % (code, text))
+        w = s.status()["weights"]
+        check(w["restore_failures"] == 1 and w["released"] and w.get("last_restore_error"),
+              "the failure is counted: %s" % w)
+        check(s.complete()["usage"]["completion_tokens"] > 0, "the next request loads the model")
+        check(s.status()["weights"]["restores"] == 1, "and counts the restore")
+    finally:
+        s.stop()
+
+
 def test_flags(model):
     s = Server(model, "--language-only", "--disable-ane", "--idle-release", "off")
     try:
@@ -178,6 +211,7 @@ def main():
             print(r.stdout, r.stderr)
             return 1
         test_idle_release(model)
+        test_busy_and_failed_reload(model)
         test_flags(model)
         return 0
     except AssertionError as e:
