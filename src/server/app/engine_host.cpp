@@ -9,7 +9,7 @@ EngineHost::Lease::~Lease() { host_.drop_lease(); }
 EngineHost::EngineHost(std::unique_ptr<EngineAssembly> loaded, Loader reload,
                        std::optional<std::chrono::milliseconds> idle_release)
     : reload_(std::move(reload)), idle_release_(idle_release), assembly_(std::move(loaded)) {
-  last_activity_ = Clock::now();
+  last_activity_ = Clock::now().time_since_epoch().count();
   if (idle_release_) weights_.idle_release_seconds = std::chrono::duration<double>(*idle_release_).count();
   if (idle_release_) idle_thread_ = std::thread([this] { idle_loop(); });
 }
@@ -43,9 +43,9 @@ Result<std::shared_ptr<EngineHost::Lease>> EngineHost::acquire() {
     if (stopping_) return make_error("shutting down: the server is stopping");
     if (assembly_) {
       ++leases_;
-      last_activity_ = Clock::now();
-      const double waited_ms =
-          waited ? std::chrono::duration<double, std::milli>(last_activity_ - start).count() : 0.0;
+      const auto now = Clock::now();
+      last_activity_ = now.time_since_epoch().count();
+      const double waited_ms = waited ? std::chrono::duration<double, std::milli>(now - start).count() : 0.0;
       return std::make_shared<Lease>(*this, *assembly_, waited_ms);
     }
     waited = true;
@@ -82,12 +82,9 @@ Result<std::shared_ptr<EngineHost::Lease>> EngineHost::acquire() {
 }
 
 void EngineHost::drop_lease() {
-  {
-    std::lock_guard lock(mu_);
-    --leases_;
-    last_activity_ = Clock::now();
-  }
-  cv_.notify_all();
+  last_activity_ = Clock::now().time_since_epoch().count();
+  --leases_;
+  cv_.notify_all();  // without mu_ (see the header); the idle watch also looks again every second
 }
 
 bool EngineHost::release_if_idle() {
@@ -114,12 +111,15 @@ bool EngineHost::release_if_idle() {
 void EngineHost::idle_loop() {
   std::unique_lock lock(mu_);
   while (!stopping_) {
-    const bool can_release = assembly_ && !loading_ && leases_ == 0;
-    if (!can_release) {
+    if (!assembly_ || loading_) {
       cv_.wait(lock);
       continue;
     }
-    const auto due = last_activity_ + *idle_release_;
+    if (leases_ > 0) {  // a lease's end may notify between this test and the wait: look again soon
+      cv_.wait_for(lock, std::chrono::seconds(1));
+      continue;
+    }
+    const auto due = Clock::time_point(Clock::duration(last_activity_.load())) + *idle_release_;
     if (Clock::now() < due) {
       cv_.wait_until(lock, due);
       continue;

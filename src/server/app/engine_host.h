@@ -11,9 +11,10 @@
 // A request holds its lease until its last event: while any lease lives nothing is released, and the
 // idle clock starts when the last one goes.
 // Thread-safety: every member may be called from any thread. acquire() blocks while a load runs;
-// a lease may be dropped on the engine's callback thread (it only updates counters).
+// a lease may be dropped on any thread, the engine's included (it only updates atomics).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <functional>
@@ -100,8 +101,11 @@ class EngineHost {
   std::condition_variable cv_;
   std::unique_ptr<EngineAssembly> assembly_;  // null while released
   bool loading_ = false, stopping_ = false;
-  int64_t leases_ = 0;
-  Clock::time_point last_activity_;
+  // Dropping a lease never takes mu_: a lease may go on the engine's thread while it holds its own
+  // lock, and engine_status() holds mu_ while it asks for that one. Leases are only added under mu_,
+  // so a release that saw none under mu_ cannot race a new one.
+  std::atomic<int64_t> leases_{0};
+  std::atomic<Clock::rep> last_activity_{0};  // steady clock ticks of the last acquire or lease end
   EngineStatus last_status_;  // taken at release
   WeightsStatus weights_;
   std::thread idle_thread_;
