@@ -33,7 +33,7 @@ for (const agent of ['codex', 'claude'])
 const args = parse_args({ splash: '' });
 const binary = splash_binary(args.splash);
 const work = work_dir('agents');
-const model_path = make_scripted_model(binary, work, ['--ctx', '32768']);
+const model_path = make_scripted_model(binary, work);
 const kKey = 'agents-e2e-key';
 const server = await start_server({ binary, model: model_path, args: ['--api-key', kKey, '--threads', '2'] });
 const kPrompt = 'What is the weather like?';

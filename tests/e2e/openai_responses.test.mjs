@@ -91,6 +91,8 @@ test('responses.create: reasoning item, message, output_text, usage', async () =
   assert.ok(r.usage.output_tokens_details.reasoning_tokens > 0);
   assert.equal(r.store, true);
   assert.equal(r.max_output_tokens, 64);
+  assert.equal(r.temperature, 1);  // the defaults, echoed as written (not 0.949999988)
+  assert.equal(r.top_p, 0.95);
   answer = r;
 });
 
@@ -125,6 +127,7 @@ test('streamed: event order, sequence numbers, deltas add up to the stored respo
 });
 
 let call_turn = null;
+let continued = null;  // the turn after call_turn, by previous_response_id
 
 test('function call: a function_call item with call_id, name and JSON arguments', async () => {
   const r = await client.responses.create({
@@ -180,6 +183,7 @@ test('function_call_output round trip through previous_response_id hits the pref
   const cached = r.usage.input_tokens_details.cached_tokens;
   const first = call_turn.usage.input_tokens;
   assert.ok(cached > 0.9 * first, `cached_tokens ${cached} <= 90% of the first turn's ${first} input tokens`);
+  continued = r;
 });
 
 test('the same round trip with the whole history as items (store: false) renders the same prompt', async () => {
@@ -193,6 +197,10 @@ test('the same round trip with the whole history as items (store: false) renders
     model, instructions: kInstructions, input: items, tools: kTools, max_output_tokens: 64, store: false,
   });
   assert.equal(r.output_text, kScriptedText);
+  // The stored conversation and the items render the same prompt: same size, and all of it cached
+  // but the last page or so (the previous_response_id turn just processed the same tokens).
+  assert.equal(r.usage.input_tokens, continued.usage.input_tokens);
+  assert.ok(r.usage.input_tokens_details.cached_tokens >= r.usage.input_tokens - 32, JSON.stringify(r.usage));
   const counted = await client.responses.inputTokens.count({ model, instructions: kInstructions, input: items, tools: kTools });
   assert.equal(counted.object, 'response.input_tokens');
   assert.equal(counted.input_tokens, r.usage.input_tokens);
@@ -268,6 +276,9 @@ test('errors: 400 naming the field, 404 for an unknown model', async () => {
   });
   const wrong = await fetch(`${server.url}/v1/responses/resp_x`, { method: 'POST', body: '{}', headers: { 'Content-Type': 'application/json' } });
   assert.equal(wrong.status, 405);
+  const items = await fetch(`${server.url}/v1/responses/resp_x/input_items`);
+  assert.equal(items.status, 501);
+  assert.equal((await items.json()).error.code, 'not_implemented');
 });
 
 test('return_progress: response.in_progress events carry monotone prompt_progress', async () => {

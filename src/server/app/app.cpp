@@ -242,16 +242,19 @@ void App::route(const http::Request& req, const Writer& w) {
 
   if (p == "/v1/chat/completions") return m == "POST" ? handle_chat(req, w) : wrong_method("POST");
   if (p == "/v1/completions") return m == "POST" ? handle_completion(req, w) : wrong_method("POST");
-  if (p == "/v1/messages") return m == "POST" ? handle_messages(req, w) : wrong_method("POST");
-  if (p == "/v1/messages/count_tokens") return m == "POST" ? handle_count_tokens(req, w) : wrong_method("POST");
   if (p == "/v1/responses") return m == "POST" ? handle_responses(req, w) : wrong_method("POST");
   if (p == "/v1/responses/input_tokens") return m == "POST" ? handle_responses_input_tokens(req, w) : wrong_method("POST");
   if (p.rfind("/v1/responses/", 0) == 0) {
+    if (p.find('/', 14) != std::string::npos)  // {id}/input_items, {id}/cancel
+      return respond_error(*w, 501, "not_implemented",
+                           str_cat(m, " ", p, " is not supported (only GET and DELETE of /v1/responses/{id})"));
     if (!get && m != "DELETE") return wrong_method("GET, DELETE");
     auto id = percent_decode(std::string_view(p).substr(14));
     if (!id) return respond_error(*w, 400, "invalid_request_error", "the response id in the path is not valid percent-encoding");
     return handle_stored_response(req, *id, w);
   }
+  if (p == "/v1/messages") return m == "POST" ? handle_messages(req, w) : wrong_method("POST");
+  if (p == "/v1/messages/count_tokens") return m == "POST" ? handle_count_tokens(req, w) : wrong_method("POST");
   if (p == "/v1/models") return get ? handle_models(w) : wrong_method("GET");
   if (p.rfind("/v1/models/", 0) == 0) {
     if (!get) return wrong_method("GET");

@@ -1,5 +1,6 @@
 // The route layer of `splash serve`: access checks before the body (Host allow-list, Origin / CORS,
-// API key), then one handler per endpoint (spec 2.1). Inference routes live in completions.cpp; the
+// API key), then one handler per endpoint (spec 2.1). Inference routes live in completions.cpp
+// (OpenAI) and messages.cpp (Anthropic), both on the generation seam (server/gen/generation.h); the
 // rest (models, tokenize, health, ready, status, metrics, 404 / 405) in app.cpp.
 //
 //   App app(config, deps);                                   // deps borrowed, must outlive app

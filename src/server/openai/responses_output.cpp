@@ -1,6 +1,7 @@
 // Response object and stream events of /v1/responses (spec 2.6).
 #include "server/openai/responses_output.h"
 
+#include <cmath>
 #include <ctime>
 
 #include "server/http/sse.h"
@@ -20,8 +21,10 @@ ResponseSettings ResponseSettings::for_request(const ResponsesRequest& r, std::s
   s.tools = r.tools_json;
   s.tool_choice = r.tool_choice_json;
   s.parallel_tool_calls = r.parallel_tool_calls;
-  s.temperature = r.common.sampling.temperature;
-  s.top_p = r.common.sampling.top_p;
+  // The sampler keeps floats; the response reports them as the client wrote them (0.95, not 0.949999988).
+  auto decimal = [](float v) { return std::round(static_cast<double>(v) * 1e6) / 1e6; };
+  s.temperature = decimal(r.common.sampling.temperature);
+  s.top_p = decimal(r.common.sampling.top_p);
   s.max_output_tokens = r.max_output_tokens;
   s.previous_response_id = r.previous_response_id;
   s.reasoning_effort = r.reasoning_effort;

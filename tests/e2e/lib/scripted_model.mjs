@@ -30,14 +30,13 @@ export const kScriptedReasoning = 'Let me check';
 export const kScriptedText = 'The weather is sunny.';
 export const kScriptedCall = { name: 'get_weather', arguments: '{"city":"Paris"}' };
 
-// Writes the model into `dir` (a safetensors directory) and returns its path. `extra_args` go to
-// make-test-model (e.g. ['--ctx', '32768'] for the long prompts of coding agents).
-export function make_scripted_model(binary, dir, extra_args = []) {
+// Writes the model into `dir` (a safetensors directory) and returns its path.
+export function make_scripted_model(binary, dir) {
   const tokenizer = path.join(repo_root, kQwen3Tokenizer);
   if (!fs.existsSync(tokenizer)) skip(`${kQwen3Tokenizer} is missing (run npm ci in tools/node)`);
   const out = path.join(dir, 'scripted-qwen3');
-  execFileSync(binary, ['make-test-model', '--preset', 'tiny-qwen3', '--format', 'safetensors', '--no-tie',
-                        '--tokenizer', tokenizer, ...extra_args, '--out', out], { stdio: ['ignore', 'pipe', 'pipe'] });
+  execFileSync(binary, ['make-test-model', '--preset', 'tiny-qwen3', '--format', 'safetensors', '--no-tie', '--ctx', '32768',
+                        '--tokenizer', tokenizer, '--out', out], { stdio: ['ignore', 'pipe', 'pipe'] });
   const file = fs.readdirSync(out).find((f) => f.endsWith('.safetensors'));
   if (!file) throw new Error(`no .safetensors file in ${out}`);
   rewrite(path.join(out, file));

@@ -1,5 +1,6 @@
 // OpenAI Responses API: the request parser (items -> chat messages, refusals naming the field), the
 // bounded response store, and the event writer fed by hand-made output parts.
+#include <random>
 #include <string>
 #include <vector>
 
@@ -191,6 +192,28 @@ TEST(ResponsesRequest, RefusalsNameTheField) {
                            R"({"input":"x","unknown_field":{"a":1},"service_tier":"auto","user":"u"})"}) {
     auto r = parse_responses_request(body);
     EXPECT_TRUE(r.ok()) << body << ": " << r.error().message;
+  }
+}
+
+// Every cut of a rich body (each prefix, each byte dropped) parses or answers a 400: no exception.
+TEST(ResponsesRequest, DamagedBodiesNeverThrow) {
+  const std::string body = R"({"model":"m","instructions":"i","input":[{"role":"user","content":[{"type":"input_text","text":"a"}]},
+    {"type":"reasoning","summary":[{"type":"summary_text","text":"s"}],"content":[{"type":"reasoning_text","text":"r"}]},
+    {"type":"function_call","call_id":"c","name":"f","arguments":"{\"x\":1}","namespace":"n"},
+    {"type":"function_call_output","call_id":"c","output":[{"type":"input_text","text":"o"}]}],
+    "tools":[{"type":"function","name":"f","parameters":{"type":"object"}},{"type":"namespace","name":"n","tools":[{"type":"function","name":"f"}]}],
+    "tool_choice":"auto","reasoning":{"effort":"low","summary":"auto"},"text":{"format":{"type":"text"}},"metadata":{"a":"b"},
+    "max_output_tokens":5,"store":false,"previous_response_id":"resp_x"})";
+  ASSERT_TRUE(parse_responses_request(body).ok()) << parse_responses_request(body).error().message;
+  for (std::size_t i = 0; i < body.size(); ++i) {
+    std::string cut = body.substr(0, i);
+    std::string dropped = body.substr(0, i) + body.substr(i + 1);
+    for (const std::string& b : {cut, dropped}) {
+      auto r = parse_responses_request(b);
+      if (!r.ok()) {
+        EXPECT_EQ(r.error().status, 400) << b;
+      }
+    }
   }
 }
 
@@ -458,6 +481,56 @@ TEST(ResponseEvents, FromChatOutputWithQwenToolCall) {
   EXPECT_EQ(resp["output"][1]["name"], "f");
   EXPECT_EQ(ojson::parse(resp["output"][1]["arguments"].get<std::string>())["a"], 1);
   EXPECT_EQ(resp["output"][1]["call_id"].get<std::string>().rfind("call_", 0), 0u);
+}
+
+// Random part sequences: sequence numbers run 0, 1, 2 ...; items open and close in order; the
+// final output lists every item once, with the streamed text.
+TEST(ResponseEvents, RandomPartSequencesKeepTheInvariants) {
+  std::mt19937 rng(7);
+  for (int round = 0; round < 200; ++round) {
+    ResponseEvents w(settings());
+    std::vector<ResponseEvent> all = w.start();
+    int calls = 0;
+    const int n = static_cast<int>(rng() % 12);
+    for (int i = 0; i < n; ++i) {
+      std::vector<OutputPart> parts;
+      switch (rng() % 4) {
+        case 0: parts.push_back(text_part(OutputPart::Kind::kReasoning, "r" + std::to_string(i))); break;
+        case 1: parts.push_back(text_part(OutputPart::Kind::kContent, "c" + std::to_string(i))); break;
+        case 2: parts.push_back(call_part(calls, "call_" + std::to_string(calls), "f", "{")); ++calls; break;
+        default:
+          if (calls > 0) parts.push_back(call_part(calls - 1, "", "", "}"));
+          break;
+      }
+      auto more = w.feed(parts);
+      all.insert(all.end(), more.begin(), more.end());
+    }
+    const GenerationEnd end = rng() % 2 ? GenerationEnd::kStop : GenerationEnd::kLength;
+    auto more = w.finish(end, GenerationStats{}, 0);
+    all.insert(all.end(), more.begin(), more.end());
+    std::vector<ojson> ev = payloads(all);
+    int open = -1, next = 0;
+    std::vector<ojson> done_items;
+    for (std::size_t i = 0; i < ev.size(); ++i) {
+      ASSERT_EQ(ev[i]["sequence_number"], static_cast<int64_t>(i));
+      const std::string type = ev[i]["type"];
+      if (type == "response.output_item.added") {
+        ASSERT_EQ(open, -1);
+        ASSERT_EQ(ev[i]["output_index"], next);
+        open = next++;
+      } else if (type == "response.output_item.done") {
+        ASSERT_EQ(ev[i]["output_index"], open);
+        done_items.push_back(ev[i]["item"]);
+        open = -1;
+      } else if (type.find(".delta") != std::string::npos || type.find("content_part") != std::string::npos) {
+        ASSERT_EQ(ev[i]["output_index"], open) << type;
+      }
+    }
+    ASSERT_EQ(open, -1);
+    const ojson& resp = ev.back()["response"];
+    EXPECT_EQ(ev.back()["type"], end == GenerationEnd::kStop ? "response.completed" : "response.incomplete");
+    EXPECT_EQ(resp["output"], ojson(done_items));
+  }
 }
 
 TEST(ResponseEvents, SseFrameNamesTheEvent) {
