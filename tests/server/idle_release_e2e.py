@@ -9,6 +9,8 @@ still 200, VmRSS down by most of what the weights took; then a greedy completion
 as before the release, its timings carry load_ms, /status counts the restore with its duration, and
 the process is back to its loaded size. A request longer than the idle time is not released under,
 and a reload that fails (the model moved away) answers 503, is counted, and the next one succeeds.
+With an SSD tier (--max-cache-disk) the RAM prefix cache goes there at the release, and the first
+request after the reload reads its prefix from it.
 
 Usage: idle_release_e2e.py --splash BUILD/splash --tokenizer-json .../tokenizer.json
 Exit 0 on success, 1 on a failed check, 77 (ctest skip) when the tokenizer.json is missing.
@@ -171,6 +173,31 @@ def test_busy_and_failed_reload(model):
         s.stop()
 
 
+def test_prefix_survives_on_disk(model):
+    """With an SSD tier the release moves the RAM prefix cache there, so the first request after the
+    reload still skips the shared prefix."""
+    s = Server(model, "--idle-release", "2s", "--max-cache-disk", "256M")
+    try:
+        prompt = " ".join("word%d" % i for i in range(300))
+        body = {"prompt": prompt, "max_tokens": 2, "temperature": 0}
+        code, text = request(s.port, "POST", "/v1/completions", body)
+        first = json.loads(text)
+        check(code == 200 and first["usage"]["prompt_tokens"] > 500, "a long prompt: %s" % first["usage"])
+        deadline = time.time() + 30
+        while time.time() < deadline and not s.status()["weights"]["released"]:
+            time.sleep(0.25)
+        st = s.status()
+        check(st["weights"]["released"] and st["disk"]["kv_blocks"] > 0,
+              "released, the prompt's pages on the SSD tier: %d blocks" % st["disk"]["kv_blocks"])
+        code, text = request(s.port, "POST", "/v1/completions", body)
+        again = json.loads(text)
+        cached = again["usage"]["prompt_tokens_details"]["cached_tokens"]
+        check(code == 200 and cached > 0.9 * first["usage"]["prompt_tokens"] and again["timings"].get("load_ms", 0) > 0,
+              "after the reload %d of %d prompt tokens come from the disk tier" % (cached, again["usage"]["prompt_tokens"]))
+    finally:
+        s.stop()
+
+
 def test_flags(model):
     s = Server(model, "--language-only", "--disable-ane", "--idle-release", "off")
     try:
@@ -212,6 +239,7 @@ def main():
             return 1
         test_idle_release(model)
         test_busy_and_failed_reload(model)
+        test_prefix_survives_on_disk(model)
         test_flags(model)
         return 0
     except AssertionError as e:

@@ -29,7 +29,7 @@ void EngineHost::shutdown() {
   {
     std::lock_guard lock(mu_);
     stopping_ = true;
-    if (assembly_) assembly_->stop();
+    if (assembly_) assembly_->stop(/*to_disk=*/false);
   }
   cv_.notify_all();
   if (idle_thread_.joinable()) idle_thread_.join();
@@ -97,7 +97,7 @@ bool EngineHost::release_if_idle() {
     last_status_.active_lanes = 0;
     // Destroyed under the lock so that a request arriving meanwhile waits and then loads a fresh
     // copy, never two at once. No lease is held, so no engine callback needs the lock meanwhile.
-    assembly_->stop();
+    assembly_->stop(/*to_disk=*/true);
     assembly_.reset();
     weights_.released = true;
     ++weights_.releases;

@@ -35,8 +35,9 @@ class EngineAssembly {
   virtual ~EngineAssembly() = default;
   virtual Engine& engine() = 0;
   // Stops what feeds the engine, then the engine (every request gets its last event); the assembly
-  // stays in memory until destroyed.
-  virtual void stop() = 0;
+  // stays in memory until destroyed. `to_disk`: the RAM prefix cache goes to the SSD tier first (an
+  // idle release), so the next assembly's engine finds it there.
+  virtual void stop(bool to_disk) = 0;
 };
 
 struct WeightsStatus {

@@ -242,9 +242,9 @@ struct LoadedAssembly final : EngineAssembly {
   std::unique_ptr<Engine> engine_;
   std::unique_ptr<DrafterWatch> watch;
   Engine& engine() override { return *engine_; }
-  void stop() override {
+  void stop(bool to_disk) override {
     watch.reset();  // a drafter being loaded finishes first; nothing attaches to a stopping engine
-    if (engine_) engine_->shutdown();
+    if (engine_) engine_->shutdown(to_disk);
   }
 };
 
