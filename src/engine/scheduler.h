@@ -226,7 +226,9 @@ class Engine {
 
   // Every request still queued or running gets kDone(kCancelled) (after at most the forward pass in
   // progress); the engine thread is joined. Later submits fail with "shutting down". Idempotent.
-  void shutdown();
+  // With a persistent cache_store the cached pages go to disk first (spec 5.6); `to_disk` asks for
+  // that with a temporary store too (an idle release: the next engine on the same store finds them).
+  void shutdown(bool to_disk = false);
 
  private:
   explicit Engine(std::unique_ptr<EngineImpl> impl);

@@ -313,7 +313,12 @@ StatusSnapshot App::snapshot() const {
   s.device_name = "cpu";
   s.os = os_version();
   s.cpu_cores = static_cast<int>(std::thread::hardware_concurrency());
-  if (deps_.engine) s.engine = deps_.engine->status();
+  if (deps_.engines) {
+    s.engine = deps_.engines->engine_status();
+    s.weights = deps_.engines->weights_status();
+  }
+  s.language_only = config_.options.language_only;
+  s.disable_ane = config_.options.disable_ane;
   if (deps_.disk) s.disk = deps_.disk->stats();
   return s;
 }

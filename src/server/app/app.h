@@ -25,6 +25,7 @@
 
 #include "engine/memory_plan.h"
 #include "engine/scheduler.h"
+#include "server/app/engine_host.h"
 #include "server/app/serve_options.h"
 #include "server/app/status.h"
 #include "constrain/constraint.h"
@@ -51,7 +52,8 @@ struct AppConfig {
 struct AppDeps {
   const Tokenizer* tokenizer = nullptr;         // required
   const ChatTemplate* chat_template = nullptr;  // nullptr: the model has none (chat routes answer 400)
-  Engine* engine = nullptr;                     // nullptr only in tests of the engine-free routes
+  EngineHost* engines = nullptr;                // the engine (idle release, reload); nullptr only in
+                                                // tests of the engine-free routes
   const MemoryPlan* plan = nullptr;             // required
   const BlockStore* disk = nullptr;             // the SSD cache; nullptr when off
   const http::Server* transport = nullptr;      // for /status http.connections; nullptr in tests

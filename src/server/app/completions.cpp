@@ -53,7 +53,7 @@ std::optional<openai::ApiError> App::apply_constraint(const openai::ChatRequest&
 
 gen::GenerationContext App::generation_context() {
   gen::GenerationContext ctx;
-  ctx.engine = deps_.engine;
+  ctx.engines = deps_.engines;
   ctx.context = deps_.plan->maximum_context_tokens;
   ctx.server_timeout = config_.options.request_timeout;
   ctx.watch = [this](std::weak_ptr<gen::KeepAliveTarget> t) { watch_stream(std::move(t)); };

@@ -33,6 +33,10 @@
 #include "server/openai/chat_output.h"
 #include "server/openai/response.h"
 
+namespace splash::app {
+class EngineHost;  // server/app/engine_host.h
+}  // namespace splash::app
+
 namespace splash::gen {
 
 using Clock = std::chrono::steady_clock;
@@ -154,7 +158,7 @@ class WireWriter {
 
 // What generate() needs from the server.
 struct GenerationContext {
-  Engine* engine = nullptr;                       // nullptr: 503 runtime_unavailable
+  app::EngineHost* engines = nullptr;             // nullptr: 503 runtime_unavailable
   int64_t context = 0;                            // served context in tokens
   std::optional<std::chrono::milliseconds> server_timeout;  // --request-timeout
   std::function<void(std::weak_ptr<KeepAliveTarget>)> watch;  // registers streams for keep-alives
