@@ -185,6 +185,17 @@ test('Responses text.format json_schema and a forced function call', async () =>
   check_document(fc[0].arguments, validate_weather);
 });
 
+test('Messages output_config.format: the text block is a valid document', async () => {
+  const r = await post_json(server, '/v1/messages', {
+    model, max_tokens: 400, temperature: 1, messages: kMessages,
+    output_config: { format: { type: 'json_schema', schema: kPerson } },
+  });
+  assert.equal(r.status, 200, r.text);
+  assert.equal(r.body.stop_reason, 'end_turn', JSON.stringify(r.body));
+  const text = r.body.content.filter((b) => b.type === 'text').map((b) => b.text).join('');
+  check_document(text, validate_person);
+});
+
 test('greedy constrained output is the same with speculative decoding (prompt lookup) and without', async () => {
   const plain = await start_server({ binary, model: model_path, args: ['--spec', 'off'] });
   try {

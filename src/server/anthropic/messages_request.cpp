@@ -224,8 +224,18 @@ ApiResult<openai::Ok> parse_thinking(const FieldReader& r, MessagesRequest& out)
   if (const ojson* oc = r.get("output_config")) {
     if (!oc->is_object()) return invalid_request(str_cat(r.name("output_config"), " must be an object"));
     FieldReader ocr(*oc, r.path("output_config"));
-    if (ocr.get("format") != nullptr)
-      return invalid_request(str_cat(ocr.name("format"), " is not supported: this build has no grammar engine for structured output"));
+    if (const ojson* f = ocr.get("format")) {
+      // Structured output: the answer is a JSON document valid for the schema (constrain/).
+      if (!f->is_object()) return invalid_request(str_cat(ocr.name("format"), " must be an object"));
+      FieldReader fr(*f, ocr.path("format"));
+      SPLASH_OAI_TRY(auto type, fr.string("type"));
+      if (type.value_or("") != "json_schema") return invalid_request(str_cat(fr.name("type"), " must be \"json_schema\""));
+      const ojson* schema = fr.get("schema");
+      if (schema == nullptr || (!schema->is_object() && !schema->is_boolean()))
+        return invalid_request(str_cat(fr.name("schema"), " must be an object"));
+      out.chat.common.constraint =
+          openai::OutputConstraint{openai::OutputConstraint::Kind::kJsonSchema, schema->dump(), "output_config.format.schema"};
+    }
     SPLASH_OAI_TRY(auto e, ocr.string("effort"));
     if (e) {
       if (!openai::is_reasoning_effort(*e) || *e == "none")

@@ -60,10 +60,19 @@ void App::handle_messages(const http::Request& req, const Writer& w) {
   g.output.chat = openai::ChatOutputOptions::for_request(r.chat, rendered->prompt);
   g.output.chat.call_id_prefix = "toolu_";
   using Mode = anthropic::ToolChoice::Mode;
-  if (r.tool_choice.mode == Mode::kAny || r.tool_choice.mode == Mode::kTool) {
+  const bool forced = r.tool_choice.mode == Mode::kAny || r.tool_choice.mode == Mode::kTool;
+  if (forced && r.chat.common.constraint) {
+    return respond_messages_error(
+        *w, openai::invalid_request("'output_config.format' and a forced 'tool_choice' cannot be combined"));
+  }
+  if (forced) {
     std::optional<std::string> only;
     if (r.tool_choice.mode == Mode::kTool) only = r.tool_choice.name;
     auto m = tool_call_matcher(r.chat, only, g.output.chat.start_in_reasoning);
+    if (!m.ok()) return respond_messages_error(*w, m.error());
+    g.constraint = std::move(*m);
+  } else if (r.chat.common.constraint) {
+    auto m = constraint_matcher(*r.chat.common.constraint, g.output.chat.start_in_reasoning);
     if (!m.ok()) return respond_messages_error(*w, m.error());
     g.constraint = std::move(*m);
   }

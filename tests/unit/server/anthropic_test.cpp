@@ -51,8 +51,12 @@ TEST(AnthropicRequest, RefusedFieldsAreNamed) {
                 .find("'tools[0].type'"),
             std::string::npos);
   EXPECT_NE(error_of(R"({"model":"m","max_tokens":5,"messages":[{"role":"user","content":"hi"}],
-      "output_config":{"format":{"type":"json_schema","schema":{}}}})")
-                .find("'output_config.format' is not supported"),
+      "output_config":{"format":{"type":"json_schema"}}})")
+                .find("'output_config.format.schema' must be an object"),
+            std::string::npos);
+  EXPECT_NE(error_of(R"({"model":"m","max_tokens":5,"messages":[{"role":"user","content":"hi"}],
+      "output_config":{"format":{"type":"regex","schema":{}}}})")
+                .find("'output_config.format.type' must be \"json_schema\""),
             std::string::npos);
   EXPECT_NE(error_of(R"({"model":"m","max_tokens":5,"messages":[{"role":"user","content":"hi"}],
       "tools":[{"name":"f","input_schema":{"type":"object"}}],"tool_choice":{"type":"tool","name":"g"}})")
