@@ -10,6 +10,7 @@
 #include "server/app/app.h"
 #include "server/http/sse.h"
 #include "server/openai/json_input.h"
+#include "server/openai/logprobs.h"
 #include "server/openai/render.h"
 #include "server/openai/request.h"
 #include "server/openai/response.h"
@@ -47,6 +48,14 @@ class Job : public KeepAliveTarget {
   std::optional<openai::CompletionStream> text_stream;
   std::optional<openai::ChatOutput> chat_out;  // non-stream chat
   bool chat = false;
+  // `logprobs` asked for: token texts come from `piece`; completions accumulate in text_logprobs.
+  openai::TokenPiece piece;
+  std::optional<openai::CompletionLogprobs> text_logprobs;
+  // Completions `echo`: the prompt's text and ids go out before the completion (with their logprobs
+  // once the engine has scored the prompt, when logprobs were asked for).
+  bool echo = false;
+  std::string echo_text;
+  std::vector<int32_t> echo_ids;
 
   void on_event(const EngineEvent& e) {
     std::lock_guard lock(mu_);
@@ -73,6 +82,9 @@ class Job : public KeepAliveTarget {
       last_write_ = Clock::now();
     }
     started_ = true;
+    // Without logprobs (or with a one-token prompt, which has nothing to score) the echo needs nothing
+    // from the engine; otherwise it waits for the prompt_logprobs event, which comes before any text.
+    if (echo && (!text_logprobs || echo_ids.size() <= 1)) emit_echo({});
     for (const EngineEvent& e : held_) apply(e);
     held_.clear();
   }
@@ -81,6 +93,22 @@ class Job : public KeepAliveTarget {
   void send(const std::string& chunk) {
     w_->write(http::sse_event(chunk));
     last_write_ = Clock::now();
+  }
+
+  void emit_echo(std::span<const TokenLogprob> scored) {
+    if (echo_sent_) return;
+    echo_sent_ = true;
+    nlohmann::ordered_json lp = nullptr;
+    if (text_logprobs) {
+      if (!echo_ids.empty()) text_logprobs->add_unscored(echo_ids.front());
+      text_logprobs->add(scored);
+      if (stream_) lp = text_logprobs->take();
+    }
+    if (!stream_) {
+      text_ = echo_text + text_;
+    } else if (auto c = text_stream->text(echo_text, lp)) {
+      send(*c);
+    }
   }
 
   void apply(const EngineEvent& e) {
@@ -94,13 +122,22 @@ class Job : public KeepAliveTarget {
         return;
       }
       case EngineEvent::kText: {
+        if (!e.prompt_logprobs.empty()) {
+          if (echo) emit_echo(e.prompt_logprobs);
+          return;
+        }
         const int64_t n = static_cast<int64_t>(e.tokens.size());
+        nlohmann::ordered_json lp = nullptr;
+        if (piece && chat) lp = openai::chat_logprob_entries(e.logprobs, piece);
+        if (text_logprobs) text_logprobs->add(e.logprobs);
         if (stream_ && chat) {
-          for (const std::string& c : chat_stream->text(e.text, n)) send(c);
+          for (const std::string& c : chat_stream->text(e.text, n, lp)) send(c);
         } else if (stream_) {
-          if (auto c = text_stream->text(e.text)) send(*c);
+          if (text_logprobs && !text_logprobs->empty()) lp = text_logprobs->take();
+          if (auto c = text_stream->text(e.text, lp)) send(*c);
         } else if (chat) {
           chat_out->feed(e.text, n);
+          if (lp.is_array()) chat_logprobs_.insert(chat_logprobs_.end(), lp.begin(), lp.end());
         } else {
           text_ += e.text;
         }
@@ -135,9 +172,11 @@ class Job : public KeepAliveTarget {
     std::string body;
     if (chat) {
       chat_out->finish();
-      body = openai::chat_completion_body(meta_, *chat_out, end, stats);
+      body = openai::chat_completion_body(meta_, *chat_out, end, stats,
+                                          piece ? openai::chat_logprobs(std::move(chat_logprobs_)) : nlohmann::ordered_json());
     } else {
-      body = openai::text_completion_body(meta_, text_, end, stats);
+      body = openai::text_completion_body(meta_, text_, end, stats,
+                                          text_logprobs ? text_logprobs->take() : nlohmann::ordered_json());
     }
     w_->respond(200, {{"Content-Type", "application/json"}}, std::move(body));
   }
@@ -150,9 +189,16 @@ class Job : public KeepAliveTarget {
   Clock::time_point last_write_;
   std::deque<EngineEvent> held_;
   std::string text_;
+  bool echo_sent_ = false;
+  nlohmann::ordered_json chat_logprobs_ = nlohmann::ordered_json::array();  // non-stream chat entries
 };
 
 int64_t unix_now() { return static_cast<int64_t>(std::time(nullptr)); }
+
+// Token texts for logprobs; the tokenizer outlives every request.
+openai::TokenPiece token_piece(const Tokenizer& tok) {
+  return [&tok](int32_t id) { return tok.token_to_piece(id); };
+}
 
 }  // namespace
 
@@ -163,6 +209,7 @@ struct Prepared {
   std::vector<int32_t> prompt;
   bool prompt_fills_context = false;  // tokenizing stopped at the context: the prompt has at least that many
   std::optional<int64_t> max_tokens;  // nullopt: the rest of the context
+  bool prompt_logprobs = false;       // completions echo: the engine scores the prompt
   const openai::CommonFields* common = nullptr;
 };
 
@@ -208,6 +255,8 @@ void submit_job(Engine* engine, int64_t context, const std::optional<std::chrono
   req.ignore_eos = p.common->ignore_eos;
   req.cache_prompt = p.common->cache_prompt;
   req.want_progress = p.common->stream && p.common->return_progress;
+  req.logprobs = p.common->logprobs.value_or(-1);
+  req.prompt_logprobs = p.prompt_logprobs;
   std::optional<Clock::time_point> deadline;
   if (server_timeout) deadline = arrival + *server_timeout;
   if (p.common->timeout_s) {  // under kNoDeadlineTimeout: the parser drops longer ones
@@ -268,6 +317,7 @@ void App::handle_chat(const http::Request& req, const Writer& w) {
     job->chat_stream.emplace(meta, out, openai::StreamOptions{r.common.include_usage, r.common.return_progress});
   else
     job->chat_out.emplace(out);
+  if (r.common.logprobs) job->piece = token_piece(tok);
 
   if (r.common.stream) watch_stream(job);
   Prepared p;
@@ -290,6 +340,10 @@ void App::handle_completion(const http::Request& req, const Writer& w) {
   openai::ResponseMeta meta{ids.next("cmpl-"), unix_now(), config_.model_id};
   auto job = std::make_shared<Job>(w, r.common.stream, meta);
   if (r.common.stream) job->text_stream.emplace(meta, openai::StreamOptions{r.common.include_usage, r.common.return_progress});
+  if (r.common.logprobs) {
+    job->piece = token_piece(*deps_.tokenizer);
+    job->text_logprobs.emplace(job->piece);
+  }
 
   if (r.common.stream) watch_stream(job);
   Prepared p;
@@ -298,6 +352,14 @@ void App::handle_completion(const http::Request& req, const Writer& w) {
     encode_prompt(*deps_.tokenizer, *text, /*add_special=*/true, deps_.plan->maximum_context_tokens, p);
   } else {
     p.prompt = std::get<std::vector<int32_t>>(r.prompt);
+  }
+  if (r.echo) {
+    job->echo = true;
+    job->echo_ids = p.prompt;
+    const auto* text = std::get_if<std::string>(&r.prompt);
+    job->echo_text = text ? *text : deps_.tokenizer->decode(p.prompt);
+    // max_tokens 0 generates nothing: the engine only scores the prompt (as it must for its logprobs).
+    p.prompt_logprobs = r.common.logprobs.has_value() || r.max_tokens == 0;
   }
   p.max_tokens = r.max_tokens;
   p.common = &r.common;

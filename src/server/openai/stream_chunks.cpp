@@ -1,5 +1,8 @@
 // Stream chunk payloads (spec 2.6).
+#include <utility>
+
 #include "server/openai/json_input.h"
+#include "server/openai/logprobs.h"
 #include "server/openai/response.h"
 
 namespace splash::openai {
@@ -69,7 +72,12 @@ std::optional<std::string> ChatStream::progress(const PromptProgress& p) const {
 
 std::string ChatStream::keepalive() const { return chunk(ojson::object(), nullptr); }
 
-std::vector<std::string> ChatStream::chunks(const std::vector<OutputPart>& parts) const {
+void ChatStream::attach_logprobs(ojson& chunk) {
+  if (pending_logprobs_.empty()) return;
+  chunk["choices"][0]["logprobs"] = chat_logprobs(std::exchange(pending_logprobs_, ojson::array()));
+}
+
+std::vector<std::string> ChatStream::chunks(const std::vector<OutputPart>& parts) {
   std::vector<std::string> out;
   for (const OutputPart& p : parts) {
     ojson delta = ojson::object();
@@ -93,18 +101,23 @@ std::vector<std::string> ChatStream::chunks(const std::vector<OutputPart>& parts
         break;
       }
     }
-    out.push_back(chunk(std::move(delta), nullptr));
+    ojson c = chunk_json(std::move(delta), nullptr);
+    attach_logprobs(c);
+    out.push_back(dump_json(c));
   }
   return out;
 }
 
-std::vector<std::string> ChatStream::text(std::string_view piece, int64_t n_tokens) {
+std::vector<std::string> ChatStream::text(std::string_view piece, int64_t n_tokens, const ojson& logprobs) {
+  if (logprobs.is_array())
+    for (const ojson& e : logprobs) pending_logprobs_.push_back(e);
   return chunks(output_.feed(piece, n_tokens));
 }
 
 std::vector<std::string> ChatStream::finish(GenerationEnd end, const GenerationStats& stats) {
   std::vector<std::string> out = chunks(output_.finish());
   ojson last = chunk_json(ojson::object(), finish_reason(end, !output_.tool_calls().empty()));
+  attach_logprobs(last);
   last["timings"] = timings_json(stats);
   out.push_back(dump_json(last));
   if (options_.include_usage) {
@@ -118,11 +131,11 @@ std::vector<std::string> ChatStream::finish(GenerationEnd end, const GenerationS
 CompletionStream::CompletionStream(ResponseMeta meta, StreamOptions options)
     : meta_(std::move(meta)), options_(options) {}
 
-ojson CompletionStream::chunk_json(std::string_view text, const ojson& finish) const {
+ojson CompletionStream::chunk_json(std::string_view text, const ojson& finish, const ojson& logprobs) const {
   ojson choice = ojson::object();
   choice["index"] = 0;
   choice["text"] = std::string(text);
-  choice["logprobs"] = nullptr;
+  choice["logprobs"] = logprobs;
   choice["finish_reason"] = finish;
   ojson c = ojson::object();
   c["id"] = meta_.id;
@@ -146,9 +159,9 @@ std::optional<std::string> CompletionStream::progress(const PromptProgress& p) c
 
 std::string CompletionStream::keepalive() const { return chunk("", nullptr); }
 
-std::optional<std::string> CompletionStream::text(std::string_view piece) {
-  if (piece.empty()) return std::nullopt;
-  return chunk(piece, nullptr);
+std::optional<std::string> CompletionStream::text(std::string_view piece, const ojson& logprobs) {
+  if (piece.empty() && logprobs.is_null()) return std::nullopt;
+  return dump_json(chunk_json(piece, nullptr, logprobs));
 }
 
 std::vector<std::string> CompletionStream::finish(GenerationEnd end, const GenerationStats& stats) {

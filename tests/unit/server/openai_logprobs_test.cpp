@@ -1,0 +1,133 @@
+// The logprobs objects against golden JSON written from OpenAI's API reference (chat:
+// choices[].logprobs.content[] {token, logprob, bytes, top_logprobs}; completions: tokens,
+// token_logprobs, top_logprobs as dicts, text_offset), in bodies and stream chunks.
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "server/openai/json_input.h"
+#include "server/openai/logprobs.h"
+#include "server/openai/response.h"
+
+namespace splash::openai {
+namespace {
+
+using ojson = nlohmann::ordered_json;
+
+// A toy vocabulary: id -> text; id 9 is half of a two-byte character.
+std::string piece(int32_t id) {
+  static const std::vector<std::string> vocab = {"<s>", "Once", " upon", " a", " time", ",", " there", "é", "\n",
+                                                 std::string("\xC3")};
+  return vocab.at(static_cast<size_t>(id));
+}
+
+std::vector<TokenLogprob> two_tokens() {
+  return {TokenLogprob{1, -0.5f, {{1, -0.5f}, {4, -1.25f}}},
+          TokenLogprob{2, -std::numeric_limits<float>::infinity(), {{3, -0.25f}, {2, -std::numeric_limits<float>::infinity()}}}};
+}
+
+TEST(ChatLogprobs, EntriesHaveOpenAIShape) {
+  ojson j = chat_logprobs(chat_logprob_entries(two_tokens(), piece));
+  EXPECT_EQ(dump_json(j),
+            R"({"content":[{"token":"Once","logprob":-0.5,"bytes":[79,110,99,101],"top_logprobs":[)"
+            R"({"token":"Once","logprob":-0.5,"bytes":[79,110,99,101]},{"token":" time","logprob":-1.25,"bytes":[32,116,105,109,101]}]},)"
+            R"({"token":" upon","logprob":-9999.0,"bytes":[32,117,112,111,110],"top_logprobs":[)"
+            R"({"token":" a","logprob":-0.25,"bytes":[32,97]},{"token":" upon","logprob":-9999.0,"bytes":[32,117,112,111,110]}]}],)"
+            R"("refusal":null})");
+}
+
+TEST(ChatLogprobs, PartialCharacterKeepsExactBytes) {
+  std::vector<TokenLogprob> t = {TokenLogprob{9, -1.0f, {}}};
+  ojson j = chat_logprob_entries(t, piece);
+  EXPECT_EQ(dump_json(j), R"([{"token":"\ufffd","logprob":-1.0,"bytes":[195],"top_logprobs":[]}])");
+}
+
+TEST(CompletionLogprobs, EchoFirstTokenIsNullAndOffsetsCount) {
+  CompletionLogprobs lp(piece);
+  lp.add_unscored(0);
+  lp.add(two_tokens());
+  EXPECT_EQ(dump_json(lp.take()),
+            R"({"tokens":["<s>","Once"," upon"],"token_logprobs":[null,-0.5,-9999.0],)"
+            R"("top_logprobs":[null,{"Once":-0.5," time":-1.25},{" a":-0.25," upon":-9999.0}],"text_offset":[0,3,7]})");
+  // A later share (a stream chunk) keeps counting offsets.
+  std::vector<TokenLogprob> more = {TokenLogprob{5, -0.125f, {}}};
+  lp.add(more);
+  EXPECT_EQ(dump_json(lp.take()), R"({"tokens":[","],"token_logprobs":[-0.125],"top_logprobs":[{}],"text_offset":[12]})");
+  EXPECT_TRUE(lp.empty());
+}
+
+ResponseMeta meta(const char* id) { return ResponseMeta{id, 1700000000, "m"}; }
+
+TEST(CompletionLogprobs, BodyAndChunkCarryTheObject) {
+  CompletionLogprobs lp(piece);
+  lp.add(two_tokens());
+  const ojson obj = lp.take();
+  ojson body = ojson::parse(text_completion_body(meta("cmpl-1"), "Once upon", GenerationEnd::kLength, {}, obj));
+  EXPECT_EQ(body["choices"][0]["logprobs"], obj);
+  ojson plain = ojson::parse(text_completion_body(meta("cmpl-1"), "x", GenerationEnd::kLength, {}));
+  EXPECT_TRUE(plain["choices"][0]["logprobs"].is_null());
+  CompletionStream s(meta("cmpl-2"), StreamOptions{});
+  EXPECT_FALSE(s.text("").has_value());
+  auto c = s.text("", obj);  // tokens whose text is held back still go out
+  ASSERT_TRUE(c.has_value());
+  EXPECT_EQ(ojson::parse(*c)["choices"][0]["logprobs"], obj);
+}
+
+TEST(ChatLogprobs, BodyCarriesThemAndStreamsAttachToTheNextChunk) {
+  ChatOutputOptions o;
+  ChatOutput out(o);
+  out.feed("Once upon", 2);
+  out.finish();
+  ojson lp = chat_logprobs(chat_logprob_entries(two_tokens(), piece));
+  ojson body = ojson::parse(chat_completion_body(meta("chatcmpl-1"), out, GenerationEnd::kStop, {}, lp));
+  EXPECT_EQ(body["choices"][0]["logprobs"], lp);
+  ojson plain = ojson::parse(chat_completion_body(meta("chatcmpl-1"), out, GenerationEnd::kStop, {}));
+  EXPECT_FALSE(plain["choices"][0].contains("logprobs"));
+
+  // Streaming: a piece held back (a possible "<think>" start) keeps its entries for the next chunk.
+  ChatStream s(meta("chatcmpl-2"), o, StreamOptions{});
+  const ojson entries = chat_logprob_entries(two_tokens(), piece);
+  auto held = s.text("<", 1, ojson::array({entries[0]}));
+  std::vector<std::string> sent = s.text("x done", 1, ojson::array({entries[1]}));
+  if (!held.empty()) {
+    // The splitter let "<" through at once: it carries the first entry.
+    EXPECT_EQ(ojson::parse(held[0])["choices"][0]["logprobs"]["content"], ojson::array({entries[0]}));
+    ASSERT_FALSE(sent.empty());
+    EXPECT_EQ(ojson::parse(sent[0])["choices"][0]["logprobs"]["content"], ojson::array({entries[1]}));
+  } else {
+    ASSERT_FALSE(sent.empty());
+    EXPECT_EQ(ojson::parse(sent[0])["choices"][0]["logprobs"]["content"], entries);
+  }
+  for (size_t i = 1; i < sent.size(); ++i) EXPECT_FALSE(ojson::parse(sent[i])["choices"][0].contains("logprobs"));
+  // Entries still pending at the end ride on the finish chunk.
+  s.text("", 0, ojson::array({entries[0]}));
+  auto end = s.finish(GenerationEnd::kStop, {});
+  bool found = false;
+  for (const std::string& c : end) {
+    ojson j = ojson::parse(c);
+    if (!j["choices"].empty() && j["choices"][0].contains("logprobs")) {
+      EXPECT_EQ(j["choices"][0]["logprobs"]["content"], ojson::array({entries[0]}));
+      found = true;
+    }
+  }
+  EXPECT_TRUE(found);
+}
+
+TEST(CompletionLogprobs, OffsetsCountCharactersNotBytes) {
+  CompletionLogprobs lp(piece);
+  std::vector<TokenLogprob> t = {TokenLogprob{7, -1.0f, {}}, TokenLogprob{9, -1.0f, {}}, TokenLogprob{5, -1.0f, {}}};
+  lp.add(t);  // "é" (2 bytes, 1 character), "\xC3" (a lead byte: starts a character), ","
+  EXPECT_EQ(lp.take()["text_offset"], ojson::parse("[0,1,2]"));
+}
+
+TEST(ChatLogprobs, NegativeInfinityIsTheFloor) {
+  EXPECT_EQ(logprob_value(-std::numeric_limits<float>::infinity()), kLogprobFloor);
+  EXPECT_EQ(logprob_value(-0.5f), -0.5);
+}
+
+}  // namespace
+}  // namespace splash::openai
