@@ -183,6 +183,9 @@ if(SPLASH_NODE)
   add_test(NAME e2e_openai_sdk
            COMMAND ${SPLASH_NODE} ${PROJECT_SOURCE_DIR}/tests/e2e/openai_sdk.test.mjs --splash $<TARGET_FILE:splash>)
   set_tests_properties(e2e_openai_sdk PROPERTIES LABELS e2e TIMEOUT 300 SKIP_RETURN_CODE 77)
+  add_test(NAME e2e_logprobs
+           COMMAND ${SPLASH_NODE} ${PROJECT_SOURCE_DIR}/tests/e2e/logprobs.test.mjs --splash $<TARGET_FILE:splash>)
+  set_tests_properties(e2e_logprobs PROPERTIES LABELS e2e TIMEOUT 300 SKIP_RETURN_CODE 77)
   add_test(NAME e2e_browser
            COMMAND ${SPLASH_NODE} ${PROJECT_SOURCE_DIR}/tests/e2e/browser.test.mjs --splash $<TARGET_FILE:splash>)
   set_tests_properties(e2e_browser PROPERTIES LABELS e2e TIMEOUT 300 SKIP_RETURN_CODE 77)
