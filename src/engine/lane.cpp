@@ -96,7 +96,7 @@ void Lane::on_prompt_rows(const float* rows, int64_t n_vocab, int64_t fed_at, in
     const int64_t target = fed_at + i + 1;
     if (target != static_cast<int64_t>(prompt_logprobs_.size()) + 1 || target >= n_prompt()) continue;
     prompt_logprobs_.push_back(token_logprob({rows + i * n_vocab, static_cast<size_t>(n_vocab)},
-                                             request_.prompt[static_cast<size_t>(target)], top_n));
+                                             request_.prompt[static_cast<size_t>(target)], top_n, logprob_scratch_));
   }
   if (static_cast<int64_t>(prompt_logprobs_.size()) < n_prompt() - 1) return;
   prompt_scored_ = true;
@@ -169,7 +169,7 @@ Lane::Step Lane::on_logits(std::span<float> logits, EngineClock::time_point now,
   sampler_.accept(tok);
   ctx_.push_back(tok);
   pending_tokens_.push_back(tok);
-  if (request_.logprobs >= 0) pending_logprobs_.push_back(token_logprob(raw_row_, tok, request_.logprobs));
+  if (request_.logprobs >= 0) pending_logprobs_.push_back(token_logprob(raw_row_, tok, request_.logprobs, logprob_scratch_));
   ++n_generated_;
   StopMatcher::Feed fed = stops_.feed(detok_.push(tok));
   if (!fed.emit.empty()) emit_text(std::move(fed.emit));

@@ -154,6 +154,7 @@ class Lane {
   std::vector<int32_t> pending_tokens_;  // generated ids whose text has not been streamed yet
   std::vector<TokenLogprob> pending_logprobs_;  // [pending_tokens_.size()] when logprobs are asked for
   std::vector<float> raw_row_;           // [n_vocab] the logits row before sampling changes it (logprobs)
+  std::vector<float> logprob_scratch_;   // [n_vocab] token_logprob's exp weights
   std::vector<TokenLogprob> prompt_logprobs_;  // [<= n_prompt - 1] scored prompt tokens, prompt[1..]
   bool prompt_scored_ = false;           // prompt_logprobs_ went out (a recomputation scores nothing)
   int64_t n_generated_ = 0;
