@@ -3,7 +3,8 @@
 serve` per binary (--spec off), then rounds of greedy requests of --tokens tokens with
 ignore_eos, each round: logprobs off, logprobs on (chat top_logprobs 20 when the model has a chat
 template, else completions logprobs 5). Prints every round's timings.predicted_per_second and the
-medians. With --base (a build without the feature, e.g. the parent commit's), its logprobs-off speed
+server's CPU time per generated token (utime + stime of the process from /proc, which a loaded
+shared host disturbs far less than wall time), and the medians. With --base (a build without the feature, e.g. the parent commit's), its logprobs-off speed
 runs in the same rounds, interleaved, for the "unchanged when off" comparison. A benchmark, not a
 test: record the load average it prints.
 
@@ -51,12 +52,19 @@ class Server:
         with urllib.request.urlopen(req, timeout=600) as r:
             return json.loads(r.read())
 
+    def cpu_s(self):
+        with open("/proc/%d/stat" % self.proc.pid) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
     def stop(self):
         self.proc.terminate()
         self.proc.wait(timeout=30)
 
 
 def run(server, chat, tokens, logprobs):
+    """(decode tok/s, server CPU ms per generated token) of one request."""
+    cpu0 = server.cpu_s()
     common = {"max_tokens": tokens, "temperature": 0, "ignore_eos": True}
     if chat:
         body = {"messages": [{"role": "user", "content": "Tell me a story."}], **common}
@@ -69,7 +77,7 @@ def run(server, chat, tokens, logprobs):
             body["logprobs"] = 5
         j = server.post("/v1/completions", body)
     assert j["usage"]["completion_tokens"] == tokens, j["usage"]
-    return j["timings"]["predicted_per_second"]
+    return j["timings"]["predicted_per_second"], (server.cpu_s() - cpu0) * 1000.0 / tokens
 
 
 def main():
@@ -100,11 +108,12 @@ def main():
             rows["on"].append(run(new, chat, a.tokens, True))
             if base:
                 rows["base"].append(run(base, chat, a.tokens, False))
-            print("round %d: off %.1f  on %.1f%s tok/s" % (i + 1, rows["off"][-1], rows["on"][-1],
-                                                           "  base %.1f" % rows["base"][-1] if base else ""))
-        med = {k: statistics.median(v) for k, v in rows.items() if v}
-        print("median tok/s: " + "  ".join("%s %.1f" % kv for kv in med.items()))
-        print("on / off = %.3f%s" % (med["on"] / med["off"], "  off / base = %.3f" % (med["off"] / med["base"]) if base else ""))
+            print("round %d: " % (i + 1) + "  ".join("%s %.1f tok/s %.3f cpu-ms/tok" % (k, v[-1][0], v[-1][1])
+                                                     for k, v in rows.items() if v))
+        for n, what in ((0, "tok/s"), (1, "cpu-ms/tok")):
+            med = {k: statistics.median(x[n] for x in v) for k, v in rows.items() if v}
+            print("median %s: " % what + "  ".join("%s %.3f" % kv for kv in med.items()) +
+                  "  on/off %.3f" % (med["on"] / med["off"]) + ("  off/base %.3f" % (med["off"] / med["base"]) if base else ""))
         print("load %s" % (os.getloadavg(),))
     finally:
         new.stop()
