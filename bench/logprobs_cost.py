@@ -4,9 +4,9 @@ serve` per binary (--spec off), then rounds of greedy requests of --tokens token
 ignore_eos, each round: logprobs off, logprobs on (chat top_logprobs 20 when the model has a chat
 template, else completions logprobs 5). Prints every round's timings.predicted_per_second and the
 server's CPU time per generated token (utime + stime of the process from /proc, which a loaded
-shared host disturbs far less than wall time), and the medians. With --base (a build without the feature, e.g. the parent commit's), its logprobs-off speed
-runs in the same rounds, interleaved, for the "unchanged when off" comparison. A benchmark, not a
-test: record the load average it prints.
+shared host disturbs far less than wall time), and the medians. With --base (a build without the
+feature, e.g. the parent commit's), its logprobs-off speed runs in the same rounds, interleaved, for
+the "unchanged when off" comparison. A benchmark, not a test: record the load average it prints.
 
   bench/logprobs_cost.py --splash build/splash --model M.gguf [--base /tmp/base/splash] [--rounds 5] [--tokens 256]
 """

@@ -169,7 +169,8 @@ Lane::Step Lane::on_logits(std::span<float> logits, EngineClock::time_point now,
   sampler_.accept(tok);
   ctx_.push_back(tok);
   pending_tokens_.push_back(tok);
-  if (request_.logprobs >= 0) pending_logprobs_.push_back(token_logprob(raw_row_, tok, request_.logprobs, logprob_scratch_));
+  if (request_.logprobs >= 0)
+    pending_logprobs_.push_back(token_logprob(raw_row_, tok, request_.logprobs, logprob_scratch_));
   ++n_generated_;
   StopMatcher::Feed fed = stops_.feed(detok_.push(tok));
   if (!fed.emit.empty()) emit_text(std::move(fed.emit));

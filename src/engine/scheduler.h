@@ -214,8 +214,9 @@ class Engine {
 
   // Validates and queues the request; returns its id (> 0). Errors (the callback is never called):
   // an empty prompt, ids outside the vocabulary, a prompt at or past the context limit, max_tokens
-  // <= 0 (0 allowed with prompt_logprobs), logprobs outside [-1, 20], bad sampling parameters or stop strings, "capacity_exhausted" when the request could not fit
-  // the KV pool even alone, "queue full" when queue_size requests are admitted, "shutting down".
+  // <= 0 (0 allowed with prompt_logprobs), logprobs outside [-1, 20], bad sampling parameters or stop
+  // strings, "capacity_exhausted" when the request could not fit the KV pool even alone, "queue full"
+  // when queue_size requests are admitted, "shutting down".
   Result<uint64_t> submit(EngineRequest request, EngineCallback callback);
 
   // The request ends with kDone(kCancelled) before the engine runs another forward pass; its lane

@@ -72,7 +72,8 @@ TokenLogprob token_logprob(std::span<const float> logits, int32_t chosen, int to
       const float x = clean(logits[i]);
       const int32_t id = static_cast<int32_t>(i);
       if (best.size() == k && !ranks_before(x, id, best.back().first, best.back().second)) continue;
-      auto at = std::find_if(best.begin(), best.end(), [&](const auto& p) { return ranks_before(x, id, p.first, p.second); });
+      auto at =
+          std::find_if(best.begin(), best.end(), [&](const auto& p) { return ranks_before(x, id, p.first, p.second); });
       best.insert(at, {x, id});
       if (best.size() > k) best.pop_back();
     }

@@ -172,8 +172,8 @@ class Job : public KeepAliveTarget {
     std::string body;
     if (chat) {
       chat_out->finish();
-      body = openai::chat_completion_body(meta_, *chat_out, end, stats,
-                                          piece ? openai::chat_logprobs(std::move(chat_logprobs_)) : nlohmann::ordered_json());
+      nlohmann::ordered_json lp = piece ? openai::chat_logprobs(std::move(chat_logprobs_)) : nlohmann::ordered_json();
+      body = openai::chat_completion_body(meta_, *chat_out, end, stats, lp);
     } else {
       body = openai::text_completion_body(meta_, text_, end, stats,
                                           text_logprobs ? text_logprobs->take() : nlohmann::ordered_json());

@@ -25,9 +25,7 @@ ojson chat_entry(int32_t id, float logprob, const TokenPiece& piece) {
 
 }  // namespace
 
-double logprob_value(float logprob) {
-  return std::isfinite(logprob) ? static_cast<double>(logprob) : kLogprobFloor;
-}
+double logprob_value(float logprob) { return std::isfinite(logprob) ? static_cast<double>(logprob) : kLogprobFloor; }
 
 ojson chat_logprob_entries(std::span<const TokenLogprob> tokens, const TokenPiece& piece) {
   ojson list = ojson::array();
