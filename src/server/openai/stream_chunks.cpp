@@ -74,7 +74,12 @@ std::string ChatStream::keepalive() const { return chunk(ojson::object(), nullpt
 
 void ChatStream::attach_logprobs(ojson& chunk) {
   if (pending_logprobs_.empty()) return;
-  chunk["choices"][0]["logprobs"] = chat_logprobs(std::exchange(pending_logprobs_, ojson::array()));
+  // OpenAI's key order: index, delta, logprobs, finish_reason.
+  ojson& choice = chunk["choices"][0];
+  ojson finish = std::move(choice["finish_reason"]);
+  choice.erase("finish_reason");
+  choice["logprobs"] = chat_logprobs(std::exchange(pending_logprobs_, ojson::array()));
+  choice["finish_reason"] = std::move(finish);
 }
 
 std::vector<std::string> ChatStream::chunks(const std::vector<OutputPart>& parts) {

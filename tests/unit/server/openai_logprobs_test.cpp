@@ -103,6 +103,11 @@ TEST(ChatLogprobs, BodyCarriesThemAndStreamsAttachToTheNextChunk) {
     EXPECT_EQ(ojson::parse(sent[0])["choices"][0]["logprobs"]["content"], entries);
   }
   for (size_t i = 1; i < sent.size(); ++i) EXPECT_FALSE(ojson::parse(sent[i])["choices"][0].contains("logprobs"));
+  // OpenAI's key order in a chunk's choice.
+  ojson first = ojson::parse(sent[0])["choices"][0];
+  std::vector<std::string> keys;
+  for (auto it = first.begin(); it != first.end(); ++it) keys.push_back(it.key());
+  EXPECT_EQ(keys, (std::vector<std::string>{"index", "delta", "logprobs", "finish_reason"}));
   // Entries still pending at the end ride on the finish chunk.
   s.text("", 0, ojson::array({entries[0]}));
   auto end = s.finish(GenerationEnd::kStop, {});
