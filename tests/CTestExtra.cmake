@@ -186,6 +186,14 @@ if(SPLASH_NODE)
   add_test(NAME e2e_logprobs
            COMMAND ${SPLASH_NODE} ${PROJECT_SOURCE_DIR}/tests/e2e/logprobs.test.mjs --splash $<TARGET_FILE:splash>)
   set_tests_properties(e2e_logprobs PROPERTIES LABELS e2e TIMEOUT 300 SKIP_RETURN_CODE 77)
+  # /v1/responses through the SDK on a scripted tiny Qwen3 that writes reasoning, text and a tool
+  # call (tests/e2e/lib/scripted_model.mjs). ~10 s.
+  add_test(NAME e2e_openai_responses
+           COMMAND ${SPLASH_NODE} ${PROJECT_SOURCE_DIR}/tests/e2e/openai_responses.test.mjs --splash $<TARGET_FILE:splash>)
+  set_tests_properties(e2e_openai_responses PROPERTIES LABELS e2e TIMEOUT 300 SKIP_RETURN_CODE 77)
+  add_test(NAME e2e_anthropic_sdk
+           COMMAND ${SPLASH_NODE} ${PROJECT_SOURCE_DIR}/tests/e2e/anthropic_sdk.test.mjs --splash $<TARGET_FILE:splash>)
+  set_tests_properties(e2e_anthropic_sdk PROPERTIES LABELS e2e TIMEOUT 300 SKIP_RETURN_CODE 77)
   add_test(NAME e2e_browser
            COMMAND ${SPLASH_NODE} ${PROJECT_SOURCE_DIR}/tests/e2e/browser.test.mjs --splash $<TARGET_FILE:splash>)
   set_tests_properties(e2e_browser PROPERTIES LABELS e2e TIMEOUT 300 SKIP_RETURN_CODE 77)

@@ -216,6 +216,7 @@ Lane::Done Lane::finish(FinishReason reason, std::string error, EngineClock::tim
   e.kind = EngineEvent::kDone;
   e.finish = reason;
   e.error = std::move(error);
+  e.stop_index = stops_.stopped() ? stops_.stop_index() : -1;
   e.prompt_tokens = n_prompt();
   e.cached_tokens = cached_tokens_;
   e.completion_tokens = n_generated_;

@@ -95,6 +95,7 @@ struct EngineEvent {
   // kDone
   FinishReason finish = FinishReason::kStop;
   std::string error;  // kError: what failed
+  int32_t stop_index = -1;  // kStop by a stop string: its index in EngineRequest::stop, else -1
   int64_t prompt_tokens = 0, cached_tokens = 0, completion_tokens = 0;  // cached: reused prompt tokens
   double prompt_ms = 0;     // lane admission to the first sampled token (spec timings.prompt_ms)
   double predicted_ms = 0;  // first sampled token to the end (spec timings.predicted_ms)

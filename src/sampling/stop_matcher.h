@@ -39,6 +39,7 @@ class StopMatcher {
   std::string finish();
 
   bool stopped() const { return stopped_; }
+  int32_t stop_index() const { return stop_index_; }  // the matched string, -1 before a match
   bool empty() const { return stops_.empty(); }
   // Bytes currently held back.
   size_t held_size() const { return held_.size(); }

@@ -9,6 +9,7 @@
 #include <random>
 #include <thread>
 
+#include "server/anthropic/messages_wire.h"
 #include "server/http/request_parser.h"
 #include "server/http/security.h"
 #include "server/web_assets.h"
@@ -41,13 +42,23 @@ std::string os_version() {
   return str_cat(u.sysname, " ", u.release);
 }
 
+bool is_messages_path(std::string_view path) { return path.rfind("/v1/messages", 0) == 0; }
+
 // Adds the CORS headers an admitted cross-origin request needs to whatever the route answers, and
-// counts the response's status class.
+// counts the response's status class. On the Anthropic routes, errors made by shared code (the
+// router's 404 / 405) are put in Anthropic's shape.
 class DecoratedWriter : public http::ResponseWriter {
  public:
-  DecoratedWriter(std::shared_ptr<http::ResponseWriter> inner, std::vector<http::Header> extra, App* app)
-      : inner_(std::move(inner)), extra_(std::move(extra)), app_(app) {}
+  DecoratedWriter(std::shared_ptr<http::ResponseWriter> inner, std::vector<http::Header> extra, App* app,
+                  bool anthropic_errors)
+      : inner_(std::move(inner)), extra_(std::move(extra)), app_(app), anthropic_errors_(anthropic_errors) {}
   void respond(int status, std::vector<http::Header> headers, std::string body) override {
+    if (anthropic_errors_ && status >= 400) {
+      http::SimpleResponse r = anthropic::to_anthropic(http::SimpleResponse{status, std::move(headers), std::move(body)});
+      status = r.status;
+      headers = std::move(r.headers);
+      body = std::move(r.body);
+    }
     app_->count_response(status);
     headers.insert(headers.end(), extra_.begin(), extra_.end());
     inner_->respond(status, std::move(headers), std::move(body));
@@ -66,6 +77,7 @@ class DecoratedWriter : public http::ResponseWriter {
   std::shared_ptr<http::ResponseWriter> inner_;
   std::vector<http::Header> extra_;
   App* app_;
+  bool anthropic_errors_;
 };
 
 }  // namespace
@@ -157,6 +169,7 @@ void App::count_response(int status) {
 std::optional<http::SimpleResponse> App::pre_body_check(const http::Request& head) {
   requests_.fetch_add(1);
   auto refuse = [&](http::SimpleResponse r) {
+    if (is_messages_path(head.path)) r = anthropic::to_anthropic(std::move(r));
     count_response(r.status);
     return std::optional<http::SimpleResponse>(std::move(r));
   };
@@ -211,7 +224,8 @@ void App::handle(const http::Request& request, std::shared_ptr<http::ResponseWri
   const std::string_view host = request.header("Host").value_or(std::string_view());
   http::CorsDecision cors =
       http::check_origin(request.header("Origin"), host, http::OriginPolicy{config_.options.allowed_origins});
-  Writer w = std::make_shared<DecoratedWriter>(std::move(writer), std::move(cors.headers), this);
+  Writer w = std::make_shared<DecoratedWriter>(std::move(writer), std::move(cors.headers), this,
+                                               is_messages_path(request.path));
   route(request, w);
 }
 
@@ -228,6 +242,19 @@ void App::route(const http::Request& req, const Writer& w) {
 
   if (p == "/v1/chat/completions") return m == "POST" ? handle_chat(req, w) : wrong_method("POST");
   if (p == "/v1/completions") return m == "POST" ? handle_completion(req, w) : wrong_method("POST");
+  if (p == "/v1/responses") return m == "POST" ? handle_responses(req, w) : wrong_method("POST");
+  if (p == "/v1/responses/input_tokens") return m == "POST" ? handle_responses_input_tokens(req, w) : wrong_method("POST");
+  if (p.rfind("/v1/responses/", 0) == 0) {
+    if (p.find('/', 14) != std::string::npos)  // {id}/input_items, {id}/cancel
+      return respond_error(*w, 501, "not_implemented",
+                           str_cat(m, " ", p, " is not supported (only GET and DELETE of /v1/responses/{id})"));
+    if (!get && m != "DELETE") return wrong_method("GET, DELETE");
+    auto id = percent_decode(std::string_view(p).substr(14));
+    if (!id) return respond_error(*w, 400, "invalid_request_error", "the response id in the path is not valid percent-encoding");
+    return handle_stored_response(req, *id, w);
+  }
+  if (p == "/v1/messages") return m == "POST" ? handle_messages(req, w) : wrong_method("POST");
+  if (p == "/v1/messages/count_tokens") return m == "POST" ? handle_count_tokens(req, w) : wrong_method("POST");
   if (p == "/v1/models") return get ? handle_models(w) : wrong_method("GET");
   if (p.rfind("/v1/models/", 0) == 0) {
     if (!get) return wrong_method("GET");

@@ -1,5 +1,6 @@
 // The route layer of `splash serve`: access checks before the body (Host allow-list, Origin / CORS,
-// API key), then one handler per endpoint (spec 2.1). Inference routes live in completions.cpp; the
+// API key), then one handler per endpoint (spec 2.1). Inference routes live in completions.cpp
+// (OpenAI) and messages.cpp (Anthropic), both on the generation seam (server/gen/generation.h); the
 // rest (models, tokenize, health, ready, status, metrics, 404 / 405) in app.cpp.
 //
 //   App app(config, deps);                                   // deps borrowed, must outlive app
@@ -26,9 +27,13 @@
 #include "engine/scheduler.h"
 #include "server/app/serve_options.h"
 #include "server/app/status.h"
+#include "server/gen/generation.h"
 #include "server/http/message.h"
 #include "server/http/security.h"
 #include "server/http/server.h"
+#include "server/openai/render.h"
+#include "server/openai/response_store.h"
+#include "server/openai/responses_request.h"
 #include "template/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
@@ -51,13 +56,7 @@ struct AppDeps {
   const http::Server* transport = nullptr;      // for /status http.connections; nullptr in tests
 };
 
-// A streamed response that wants an SSE keep-alive when it has been quiet for a while (spec 2.6:
-// about every 2 s, so clients and proxies with read timeouts survive a long prefill).
-class KeepAliveTarget {
- public:
-  virtual ~KeepAliveTarget() = default;
-  virtual void keepalive_if_idle(std::chrono::steady_clock::time_point now) = 0;
-};
+using gen::KeepAliveTarget;
 
 class App {
  public:
@@ -98,11 +97,28 @@ class App {
   void handle_apply_template(const http::Request& req, const Writer& w);
   void handle_chat(const http::Request& req, const Writer& w);          // completions.cpp
   void handle_completion(const http::Request& req, const Writer& w);    // completions.cpp
+  void handle_messages(const http::Request& req, const Writer& w);      // messages.cpp
+  void handle_count_tokens(const http::Request& req, const Writer& w);  // messages.cpp
+  // responses.cpp: /v1/responses, /v1/responses/input_tokens, GET / DELETE /v1/responses/{id}.
+  struct ResponsesPrompt {
+    openai::ResponsesRequest request;
+    std::vector<openai::ChatMessage> conversation;  // previous turns + this input (what the store keeps)
+    std::string prompt;                             // rendered
+    openai::ChatOutputOptions output;
+  };
+  std::optional<ResponsesPrompt> responses_prompt(const http::Request& req, const Writer& w);
+  void handle_responses(const http::Request& req, const Writer& w);
+  void handle_responses_input_tokens(const http::Request& req, const Writer& w);
+  void handle_stored_response(const http::Request& req, const std::string& id, const Writer& w);
+  gen::GenerationContext generation_context();
+  openai::TemplateExtras template_extras() const;
   nlohmann::json model_entry(const std::string& id) const;
   bool known_model(const std::string& id) const;
 
   AppConfig config_;
   AppDeps deps_;
+  // Stored /v1/responses results; shared with the requests' writers, which may outlive a route call.
+  std::shared_ptr<openai::ResponseStore> responses_ = std::make_shared<openai::ResponseStore>();
   std::string instance_id_;
   std::string started_at_;
   std::chrono::steady_clock::time_point started_;
@@ -117,6 +133,9 @@ class App {
   http::RefusalLog refusal_log_;  // Origin refusals: truncated, at most one line a second
   std::atomic<int64_t> requests_{0}, body_bytes_{0}, responses_2xx_{0}, responses_4xx_{0}, responses_5xx_{0};
 };
+
+// The fields every OpenAI route maps the same way (completions.cpp).
+void apply_common(const openai::CommonFields& c, gen::GenerationRequest& g);
 
 // JSON response helpers shared by the route files.
 void respond_json(http::ResponseWriter& w, int status, const nlohmann::json& body);

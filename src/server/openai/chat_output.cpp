@@ -16,7 +16,8 @@ ChatOutputOptions ChatOutputOptions::for_request(const ChatRequest& request, std
 ChatOutput::ChatOutput(ChatOutputOptions options)
     : parse_tool_calls_(options.parse_tool_calls),
       splitter_(ReasoningSplitter::Options{options.start_in_reasoning}),
-      tools_(ToolCallParser::Options{std::move(options.tools), options.parallel_tool_calls, options.id_seed}) {}
+      tools_(ToolCallParser::Options{std::move(options.tools), options.parallel_tool_calls, options.id_seed,
+                                     std::move(options.call_id_prefix)}) {}
 
 std::vector<OutputPart> ChatOutput::feed(std::string_view piece, int64_t n_tokens) {
   bool was_reasoning = splitter_.in_reasoning();

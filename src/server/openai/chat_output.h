@@ -21,6 +21,7 @@ struct ChatOutputOptions {
   std::vector<Tool> tools;             // for parameter types
   bool parallel_tool_calls = true;
   std::optional<uint64_t> id_seed;     // reproducible call ids in tests
+  std::string call_id_prefix = "call_";  // tool-call ids: "call_" (OpenAI), "toolu_" (Messages)
 
   static ChatOutputOptions for_request(const ChatRequest& request, std::string_view prompt);
 };

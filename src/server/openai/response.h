@@ -94,10 +94,18 @@ class ChatStream {
 
   const ChatOutput& output() const { return output_; }
 
+  // The same chunks for output parsed elsewhere (the generation seam owns the ChatOutput): one delta
+  // chunk per part, and the closing chunks (finish_reason + timings, then usage when asked).
+  // `logprobs` (chat_logprob_entries) ride on the next chunk that goes out, as with text().
+  std::vector<std::string> chunks(const std::vector<OutputPart>& parts,
+                                  const nlohmann::ordered_json& logprobs = nullptr);
+  std::vector<std::string> end_chunks(GenerationEnd end, const GenerationStats& stats, bool made_tool_calls,
+                                      int64_t reasoning_tokens, const nlohmann::ordered_json& logprobs = nullptr);
+
  private:
   nlohmann::ordered_json chunk_json(nlohmann::ordered_json delta, const nlohmann::ordered_json& finish) const;
   std::string chunk(nlohmann::ordered_json delta, const nlohmann::ordered_json& finish) const;
-  std::vector<std::string> chunks(const std::vector<OutputPart>& parts);
+  void hold_logprobs(const nlohmann::ordered_json& entries);
   void attach_logprobs(nlohmann::ordered_json& chunk);
 
   ResponseMeta meta_;

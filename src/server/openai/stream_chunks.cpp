@@ -72,6 +72,11 @@ std::optional<std::string> ChatStream::progress(const PromptProgress& p) const {
 
 std::string ChatStream::keepalive() const { return chunk(ojson::object(), nullptr); }
 
+void ChatStream::hold_logprobs(const ojson& entries) {
+  if (entries.is_array())
+    for (const ojson& e : entries) pending_logprobs_.push_back(e);
+}
+
 void ChatStream::attach_logprobs(ojson& chunk) {
   if (pending_logprobs_.empty()) return;
   // OpenAI's key order: index, delta, logprobs, finish_reason.
@@ -82,7 +87,8 @@ void ChatStream::attach_logprobs(ojson& chunk) {
   choice["finish_reason"] = std::move(finish);
 }
 
-std::vector<std::string> ChatStream::chunks(const std::vector<OutputPart>& parts) {
+std::vector<std::string> ChatStream::chunks(const std::vector<OutputPart>& parts, const ojson& logprobs) {
+  hold_logprobs(logprobs);
   std::vector<std::string> out;
   for (const OutputPart& p : parts) {
     ojson delta = ojson::object();
@@ -114,19 +120,26 @@ std::vector<std::string> ChatStream::chunks(const std::vector<OutputPart>& parts
 }
 
 std::vector<std::string> ChatStream::text(std::string_view piece, int64_t n_tokens, const ojson& logprobs) {
-  if (logprobs.is_array())
-    for (const ojson& e : logprobs) pending_logprobs_.push_back(e);
-  return chunks(output_.feed(piece, n_tokens));
+  return chunks(output_.feed(piece, n_tokens), logprobs);
 }
 
 std::vector<std::string> ChatStream::finish(GenerationEnd end, const GenerationStats& stats) {
   std::vector<std::string> out = chunks(output_.finish());
-  ojson last = chunk_json(ojson::object(), finish_reason(end, !output_.tool_calls().empty()));
+  for (std::string& c : end_chunks(end, stats, !output_.tool_calls().empty(), output_.reasoning_tokens()))
+    out.push_back(std::move(c));
+  return out;
+}
+
+std::vector<std::string> ChatStream::end_chunks(GenerationEnd end, const GenerationStats& stats, bool made_tool_calls,
+                                                int64_t reasoning_tokens, const ojson& logprobs) {
+  hold_logprobs(logprobs);
+  std::vector<std::string> out;
+  ojson last = chunk_json(ojson::object(), finish_reason(end, made_tool_calls));
   attach_logprobs(last);
   last["timings"] = timings_json(stats);
   out.push_back(dump_json(last));
   if (options_.include_usage) {
-    out.push_back(dump_json(usage_chunk(meta_, "chat.completion.chunk", usage_json(stats, output_.reasoning_tokens()))));
+    out.push_back(dump_json(usage_chunk(meta_, "chat.completion.chunk", usage_json(stats, reasoning_tokens))));
   }
   return out;
 }

@@ -215,7 +215,7 @@ void ToolCallParser::emit_content(std::vector<OutputPart>& out, std::string_view
 
 void ToolCallParser::start_call(std::vector<OutputPart>& out, std::string name) {
   ToolCall call;
-  call.id = ids_.next("call_");
+  call.id = ids_.next(options_.id_prefix);
   call.name = std::move(name);
   OutputPart p;
   p.kind = OutputPart::Kind::kToolCall;

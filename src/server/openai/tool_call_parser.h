@@ -70,6 +70,7 @@ class ToolCallParser {
     std::vector<Tool> tools;               // declared parameter types come from here
     bool parallel_tool_calls = true;       // false: output after the first call is dropped
     std::optional<uint64_t> id_seed;       // for reproducible call ids
+    std::string id_prefix = "call_";       // Messages uses "toolu_"
   };
   explicit ToolCallParser(Options options);
 
