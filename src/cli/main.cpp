@@ -6,6 +6,13 @@
 #include "core/version.h"
 
 int main(int argc, char** argv) {
+  using splash::launch::Agent;
+  if (argc >= 2) {
+    for (Agent agent : {Agent::kClaude, Agent::kCodex, Agent::kOpencode}) {
+      if (std::string(argv[1]) == splash::launch::agent_program(agent))
+        return splash::cli::run_agent_command(agent, std::vector<std::string>(argv + 2, argv + argc));
+    }
+  }
   CLI::App app{"Splash: a local LLM inference server", "splash"};
   app.set_version_flag("--version", std::string("Splash ") + splash::kVersion);
   app.require_subcommand(1);
@@ -21,6 +28,11 @@ int main(int argc, char** argv) {
   add("run", "Generate text from a prompt, streamed to stdout, timings to stderr", splash::cli::register_run);
   add("serve", "Serve a model over an OpenAI-compatible HTTP API and a chat page", splash::cli::register_serve);
   add("bench", "Measure prefill (ppN) and decode (tgN) speed, llama-bench style", splash::cli::register_bench);
+  // Listed for --help only: main() runs them above, before CLI11 sees their arguments.
+  for (Agent agent : {Agent::kClaude, Agent::kCodex, Agent::kOpencode})
+    app.add_subcommand(splash::launch::agent_program(agent),
+                       std::string("Run ") + splash::launch::agent_title(agent) +
+                           " against the Splash server on this machine: [--port P] [--model M] [-- agent args]");
 
   try {
     app.parse(argc, argv);

@@ -40,6 +40,8 @@ struct ServeArgs {
   int queue_size = 32;
   int threads = 0;
   bool disable_ane = false;
+  bool language_only = false;
+  std::string idle_release = "10m";
   std::string max_cache_disk = "0", cache_dir;
   bool persistent_cache = false;
   std::string cache_write_behind;  // hidden: tests shorten the write-behind delay
@@ -139,6 +141,10 @@ int to_options(const ServeArgs& a, app::ServeOptions& o) {
   if (a.threads < 0 || a.threads > 1024) return serve_usage_error("--threads: must be in 0..1024 (0 = physical cores)");
   o.threads = a.threads;
   o.disable_ane = a.disable_ane;
+  o.language_only = a.language_only;
+  auto idle = app::parse_idle_release(a.idle_release);
+  if (!idle.ok()) return serve_usage_error(idle.error_message());
+  o.idle_release = *idle;
 
   auto disk = app::parse_max_cache_disk(a.max_cache_disk);
   if (!disk.ok()) return serve_usage_error(disk.error_message());
@@ -149,13 +155,13 @@ int to_options(const ServeArgs& a, app::ServeOptions& o) {
   o.cache_dir = a.cache_dir.empty() ? default_cache_dir(env("XDG_CACHE_HOME"), env("HOME")) : a.cache_dir;
   o.temp_dir = env("TMPDIR") ? env("TMPDIR") : "/tmp";
   if (!a.cache_write_behind.empty()) {
-    auto d = app::parse_duration(a.cache_write_behind);
-    if (!d.ok()) return serve_usage_error("--cache-write-behind: " + d.error_message());
+    auto d = app::parse_duration(a.cache_write_behind, "--cache-write-behind");
+    if (!d.ok()) return serve_usage_error(d.error_message());
     o.cache_write_behind = *d;
   }
   if (!a.drafter_watch.empty()) {
-    auto d = app::parse_duration(a.drafter_watch);
-    if (!d.ok()) return serve_usage_error("--drafter-watch: " + d.error_message());
+    auto d = app::parse_duration(a.drafter_watch, "--drafter-watch");
+    if (!d.ok()) return serve_usage_error(d.error_message());
     o.drafter_watch = *d;
   }
   return 0;
@@ -202,6 +208,10 @@ Runner register_serve(CLI::App& app) {
                  "smaller model with the same tokenizer (default: the registry's DFlash draft for the target, "
                  "else a '<model name>-dflash' folder beside a local model)")
       ->group(kModel);
+  app.add_flag("--language-only", a->language_only,
+               "Serve text only: requests with images are refused (400) (default: off; this build has no "
+               "vision encoder, so images are refused either way)")
+      ->group(kModel);
   add_spec_flags(app, a->spec, /*with_draft_model=*/false);
   for (const char* name : {"--spec", "--spec-block", "--lookup-ngram"}) app.get_option(name)->group(kModel);
   app.add_flag("--offline", a->offline,
@@ -236,6 +246,10 @@ Runner register_serve(CLI::App& app) {
   app.add_option("--kv-format", a->kv_format, "KV cache storage: int8 or bf16 (f32 for debugging) (default: int8)")
       ->group(kMem);
   app.add_option("--threads", a->threads, "Compute threads, 0 = physical cores (default: 0)")->group(kMem);
+  app.add_option("--idle-release", a->idle_release,
+                 "DURATION|off: after this long without requests, release the weights and the KV memory (the "
+                 "SSD cache stays) and load them again on the next request (default: 10m)")
+      ->group(kMem);
   app.add_flag("--disable-ane", a->disable_ane,
                "Accepted for compatibility: this build has no second compute device to split the FFN onto "
                "(/status ane_ffn.state is unavailable) (default: off)")

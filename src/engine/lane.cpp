@@ -13,6 +13,23 @@ double ms_between(EngineClock::time_point a, EngineClock::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
 }
 
+namespace {
+
+// -inf for every token the mask leaves out; whole words of allowed tokens are skipped.
+void apply_mask(const std::vector<uint64_t>& mask, std::span<float> logits) {
+  const float ninf = -std::numeric_limits<float>::infinity();
+  for (size_t w = 0; w < mask.size(); ++w) {
+    const uint64_t bits = mask[w];
+    if (bits == ~uint64_t{0}) continue;
+    const size_t base = w * 64, end = std::min(logits.size(), base + 64);
+    for (size_t i = base; i < end; ++i) {
+      if (!((bits >> (i - base)) & 1)) logits[i] = ninf;
+    }
+  }
+}
+
+}  // namespace
+
 Result<std::unique_ptr<Lane>> Lane::create(uint64_t id, EngineRequest request, EngineCallback callback,
                                            const Tokenizer& tokenizer, int64_t n_vocab, int64_t max_context) {
   const int64_t n_prompt = static_cast<int64_t>(request.prompt.size());
@@ -30,6 +47,10 @@ Result<std::unique_ptr<Lane>> Lane::create(uint64_t id, EngineRequest request, E
   if (request.logprobs < -1 || request.logprobs > kMaxTopLogprobs)
     return make_error("submit: logprobs = ", request.logprobs, " must be in [-1, ", kMaxTopLogprobs, "]");
   if (!callback) return make_error("submit: no callback");
+  if (request.constraint && request.constraint->vocab().size() != n_vocab) {
+    return make_error("submit: the constraint's vocabulary has ", request.constraint->vocab().size(),
+                      " tokens, the model ", n_vocab);
+  }
   if (Status st = request.sampling.validate(); !st.ok()) return make_error("submit: ", st.error_message());
   auto sampler = Sampler::create(request.sampling);
   if (!sampler.ok()) return make_error("submit: ", sampler.error_message());
@@ -145,6 +166,16 @@ Lane::Step Lane::on_logits(std::span<float> logits, EngineClock::time_point now,
     for (int32_t id : tokenizer_->eog_ids())
       if (id >= 0 && static_cast<size_t>(id) < logits.size()) logits[static_cast<size_t>(id)] = -std::numeric_limits<float>::infinity();
   }
+  if (request_.constraint) {
+    constrain::Matcher& m = *request_.constraint;
+    if (m.must_end()) {  // the output is complete: nothing but an end may follow
+      step.finish = FinishReason::kStop;
+      return step;
+    }
+    mask_.resize(m.vocab().mask_words());
+    m.fill_mask(mask_.data());
+    apply_mask(mask_, logits);
+  }
   auto sampled = verify_row(sampler_, logits, proposal);
   if (!sampled.ok()) {
     step.finish = FinishReason::kError;
@@ -152,6 +183,11 @@ Lane::Step Lane::on_logits(std::span<float> logits, EngineClock::time_point now,
     return step;
   }
   const int32_t tok = *sampled;
+  if (request_.constraint && !request_.constraint->accept(tok)) {
+    step.finish = FinishReason::kError;
+    step.error = str_cat("constrained sampling drew token ", tok, ", which the grammar does not allow");
+    return step;
+  }
   if (!sampled_any_) {
     sampled_any_ = true;
     first_token_ = now;

@@ -172,6 +172,7 @@ class Lane {
   DraftBudget budget_;                // proposals to ask for, from how the last ones fared
   int64_t n_observed_ = 0;            // ctx_ tokens the drafter has seen
   int64_t n_vocab_ = 0;
+  std::vector<uint64_t> mask_;        // [n_vocab / 64] tokens the constraint allows now
 
   EngineClock::time_point submitted_, admitted_, first_token_, last_token_;
 };

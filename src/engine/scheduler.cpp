@@ -40,7 +40,7 @@ int64_t pages_for_positions(int64_t n) { return (n + kKvPageTokens - 1) / kKvPag
 
 Engine::Engine(std::unique_ptr<EngineImpl> impl) : impl_(std::move(impl)) {}
 Engine::~Engine() {
-  if (impl_) impl_->shutdown();
+  if (impl_) impl_->shutdown(/*to_disk=*/false);
 }
 
 Result<std::unique_ptr<Engine>> Engine::create(const Model& model, const Tokenizer& tokenizer,
@@ -76,7 +76,7 @@ Result<uint64_t> Engine::submit(EngineRequest request, EngineCallback callback) 
 }
 void Engine::cancel(uint64_t id) { impl_->cancel(id); }
 EngineStatus Engine::status() const { return impl_->status(); }
-void Engine::shutdown() { impl_->shutdown(); }
+void Engine::shutdown(bool to_disk) { impl_->shutdown(to_disk); }
 Status Engine::attach_drafter(std::unique_ptr<DrafterSource> source) { return impl_->attach_drafter(std::move(source)); }
 
 // --- EngineImpl: API side ----------------------------------------------------------------------------
@@ -188,9 +188,10 @@ Status EngineImpl::attach_drafter(std::unique_ptr<DrafterSource> source) {
   return {};
 }
 
-void EngineImpl::shutdown() {
+void EngineImpl::shutdown(bool to_disk) {
   {
     std::lock_guard lk(mu_);
+    if (!stop_) stop_to_disk_ = to_disk;
     stop_ = true;
     cv_.notify_one();
   }
@@ -252,10 +253,16 @@ void EngineImpl::drain() {
     queue_.pop_front();
     end_lane(std::move(lane), FinishReason::kCancelled, "", now);
   }
-  // Clean stop with a persistent SSD cache (spec 5.6): the cached pages and checkpoints go to disk,
-  // newest conversations first, for at most 6 s, so that the next start takes them back; when the
-  // cache is larger than 6 s of writes, the oldest are the ones left out.
-  if (cache_ && options_.cache_store != nullptr && options_.cache_store->persistent()) {
+  // Clean stop with a persistent SSD cache (spec 5.6), or shutdown(to_disk) (an idle release keeps the
+  // prefix on the temporary tier): the cached pages and checkpoints go to disk, newest conversations
+  // first, for at most 6 s, so that the next start (or engine) takes them back; when the cache is
+  // larger than 6 s of writes, the oldest are the ones left out.
+  bool to_disk = false;
+  {
+    std::lock_guard lk(mu_);
+    to_disk = stop_to_disk_;
+  }
+  if (cache_ && options_.cache_store != nullptr && (options_.cache_store->persistent() || to_disk)) {
     cache_->flush_to_disk(EngineClock::now() + std::chrono::seconds(6));
     options_.cache_store->flush();
   }

@@ -32,6 +32,7 @@
 
 #include "backend/cpu/attention_kv.h"
 #include "cache/prefix_cache.h"
+#include "constrain/matcher.h"
 #include "core/result.h"
 #include "engine/engine_metrics.h"
 #include "model/model.h"
@@ -65,6 +66,10 @@ struct EngineRequest {
   // logits are computed for every prompt position, so the prefix cache is not read for this request.
   bool prompt_logprobs = false;
   std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
+  // Structured output: every token is drawn from those the matcher allows (the others' logits are
+  // -inf before any sampler), and the request stops where only an end can follow. Its vocabulary must
+  // be the model's (n_vocab entries). The lane owns it from submit() on.
+  std::shared_ptr<constrain::Matcher> constraint;
 };
 
 enum class FinishReason : uint8_t {
@@ -237,7 +242,9 @@ class Engine {
 
   // Every request still queued or running gets kDone(kCancelled) (after at most the forward pass in
   // progress); the engine thread is joined. Later submits fail with "shutting down". Idempotent.
-  void shutdown();
+  // With a persistent cache_store the cached pages go to disk first (spec 5.6); `to_disk` asks for
+  // that with a temporary store too (an idle release: the next engine on the same store finds them).
+  void shutdown(bool to_disk = false);
 
  private:
   explicit Engine(std::unique_ptr<EngineImpl> impl);

@@ -25,7 +25,7 @@ class EngineImpl {
   void cancel(uint64_t id);
   EngineStatus status() const;
   Status attach_drafter(std::unique_ptr<DrafterSource> source);
-  void shutdown();
+  void shutdown(bool to_disk);
   void start() { thread_ = std::thread([this] { run(); }); }
 
  private:
@@ -80,6 +80,7 @@ class EngineImpl {
   std::vector<uint64_t> cancels_;
   std::unique_ptr<DrafterSource> incoming_drafter_;  // attach_drafter(), not yet taken
   bool stop_ = false;
+  bool stop_to_disk_ = false;  // shutdown(to_disk): flush the cache to a temporary store too
   int64_t n_admitted_ = 0;  // submitted and not yet done (queue_size bound)
   uint64_t next_id_ = 1;
   EngineStatus status_;     // published by the engine thread (metrics summaries filled by status())

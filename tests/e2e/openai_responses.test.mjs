@@ -254,7 +254,7 @@ test('max_output_tokens cuts: status incomplete, reason max_output_tokens (body 
 
 test('errors: 400 naming the field, 404 for an unknown model', async () => {
   const cases = [
-    [{ model, input: 'x', text: { format: { type: 'json_schema', name: 'n', schema: { type: 'object' } } } }, 'text.format.type'],
+    [{ model, input: 'x', text: { format: { type: 'json_schema', name: 'n', schema: { type: 'object', not: {} } } } }, 'not'],
     [{ model, input: 'x', tools: [{ type: 'web_search' }] }, 'tools[0].type'],
     [{ model, input: 'x', background: true }, 'background'],
     [{ model, input: 'x', truncation: 'auto' }, 'truncation'],

@@ -112,7 +112,7 @@ class CommandLine(unittest.TestCase):
         for flag in ["--model", "--host", "--port", "--api-key", "--allowed-host", "--allowed-origin", "--no-webui",
                      "--max-memory", "--max-context", "--kv-format", "--queue-size", "--request-timeout",
                      "--max-request-size", "--served-model-name", "--threads", "--default-reasoning-effort",
-                     "--disable-ane"]:
+                     "--disable-ane", "--language-only", "--idle-release"]:
             self.assertIn(flag, r.stdout, flag)
         self.assertIn("SPLASH_PORT or 8000", r.stdout)
         self.assertIn("/status show the effective context", r.stdout.replace("\n", " "))
@@ -127,6 +127,7 @@ class CommandLine(unittest.TestCase):
                             (["--allowed-origin", "http://*.x.com"], "--allowed-origin"),
                             (["--api-key", "has space"], "--api-key"),
                             (["--request-timeout", "-1"], "--request-timeout"),
+                            (["--idle-release", "never"], "--idle-release"),
                             (["--served-model-name", "a/../b"], "--served-model-name")]:
             r = run_cli("serve", "--model", MODEL, *flags)
             self.assertEqual(r.returncode, 2, (flags, r.stderr))

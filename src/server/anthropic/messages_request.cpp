@@ -55,8 +55,11 @@ ApiResult<openai::Ok> convert_message(const ojson& m, const std::string& path, s
   FieldReader mr(m, path);
   SPLASH_OAI_TRY(auto role, mr.string("role"));
   if (!role) return invalid_request(str_cat(mr.name("role"), " is required"));
-  if (*role != "user" && *role != "assistant")
-    return invalid_request(str_cat(mr.name("role"), " must be \"user\" or \"assistant\", got \"", *role, "\""));
+  // "system" inside messages is not in Anthropic's published API, but Claude Code (2.1.x) sends its
+  // environment notes that way; it becomes a system turn (text only) where it stands.
+  if (*role != "user" && *role != "assistant" && *role != "system")
+    return invalid_request(
+        str_cat(mr.name("role"), " must be \"user\", \"assistant\" or \"system\", got \"", *role, "\""));
   const ojson* content = mr.get("content");
   if (content == nullptr) return invalid_request(str_cat(mr.name("content"), " is required"));
   if (content->is_string()) {
@@ -126,8 +129,8 @@ ApiResult<openai::Ok> convert_message(const ojson& m, const std::string& path, s
     } else if (type == "redacted_thinking" && *role == "assistant") {
       continue;  // opaque by design (see the header)
     } else {
-      return invalid_request(str_cat(br.name("type"), " '", type, "' is not supported in a", *role == "user" ? " user" : "n assistant",
-                                     " message"));
+      return invalid_request(str_cat(br.name("type"), " '", type, "' is not supported in a",
+                                     *role == "assistant" ? "n " : " ", *role, " message"));
     }
   }
   if (open) out.push_back(std::move(*open));

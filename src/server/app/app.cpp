@@ -121,6 +121,7 @@ App::App(AppConfig config, AppDeps deps)
       started_at_(utc_now_rfc3339()),
       started_(std::chrono::steady_clock::now()) {
   SPLASH_CHECK(deps_.tokenizer != nullptr && deps_.plan != nullptr);
+  constraints_ = make_constraint_compiler(*deps_.tokenizer, deps_.n_vocab);
   max_request_bytes_ =
       config_.options.max_request_bytes.value_or(auto_max_request_bytes(deps_.plan->maximum_context_tokens));
   keepalive_thread_ = std::thread([this] { keepalive_loop(); });
@@ -312,7 +313,12 @@ StatusSnapshot App::snapshot() const {
   s.device_name = "cpu";
   s.os = os_version();
   s.cpu_cores = static_cast<int>(std::thread::hardware_concurrency());
-  if (deps_.engine) s.engine = deps_.engine->status();
+  if (deps_.engines) {
+    s.engine = deps_.engines->engine_status();
+    s.weights = deps_.engines->weights_status();
+  }
+  s.language_only = config_.options.language_only;
+  s.disable_ane = config_.options.disable_ane;
   if (deps_.disk) s.disk = deps_.disk->stats();
   return s;
 }

@@ -25,8 +25,10 @@
 
 #include "engine/memory_plan.h"
 #include "engine/scheduler.h"
+#include "server/app/engine_host.h"
 #include "server/app/serve_options.h"
 #include "server/app/status.h"
+#include "constrain/constraint.h"
 #include "server/gen/generation.h"
 #include "server/http/message.h"
 #include "server/http/security.h"
@@ -50,10 +52,12 @@ struct AppConfig {
 struct AppDeps {
   const Tokenizer* tokenizer = nullptr;         // required
   const ChatTemplate* chat_template = nullptr;  // nullptr: the model has none (chat routes answer 400)
-  Engine* engine = nullptr;                     // nullptr only in tests of the engine-free routes
+  EngineHost* engines = nullptr;                // the engine (idle release, reload); nullptr only in
+                                                // tests of the engine-free routes
   const MemoryPlan* plan = nullptr;             // required
   const BlockStore* disk = nullptr;             // the SSD cache; nullptr when off
   const http::Server* transport = nullptr;      // for /status http.connections; nullptr in tests
+  int64_t n_vocab = 0;                          // the model's logits width; 0: the tokenizer's
 };
 
 using gen::KeepAliveTarget;
@@ -105,6 +109,7 @@ class App {
     std::vector<openai::ChatMessage> conversation;  // previous turns + this input (what the store keeps)
     std::string prompt;                             // rendered
     openai::ChatOutputOptions output;
+    openai::ChatRequest chat;                       // what was rendered
   };
   std::optional<ResponsesPrompt> responses_prompt(const http::Request& req, const Writer& w);
   void handle_responses(const http::Request& req, const Writer& w);
@@ -112,11 +117,24 @@ class App {
   void handle_stored_response(const http::Request& req, const std::string& id, const Writer& w);
   gen::GenerationContext generation_context();
   openai::TemplateExtras template_extras() const;
+  // The matcher for a request's response_format / grammar / regex (constraints.cpp); a 400 naming
+  // what cannot be enforced otherwise. `in_reasoning`: the prompt opened a reasoning block.
+  openai::ApiResult<std::shared_ptr<constrain::Matcher>> constraint_matcher(const openai::OutputConstraint& c,
+                                                                            bool in_reasoning);
+  // Structured output of a chat-shaped request (response_format / grammar / regex, or a forced
+  // tool_choice) onto `g`; the error to answer otherwise.
+  std::optional<openai::ApiError> apply_constraint(const openai::ChatRequest& r, bool in_reasoning,
+                                                   gen::GenerationRequest& g);
+  // A forced tool call in the template's syntax: any offered tool, or only `only`.
+  openai::ApiResult<std::shared_ptr<constrain::Matcher>> tool_call_matcher(const openai::ChatRequest& chat,
+                                                                           const std::optional<std::string>& only,
+                                                                           bool in_reasoning);
   nlohmann::json model_entry(const std::string& id) const;
   bool known_model(const std::string& id) const;
 
   AppConfig config_;
   AppDeps deps_;
+  std::unique_ptr<constrain::ConstraintCompiler> constraints_;  // compiled grammars, the vocabulary's masks
   // Stored /v1/responses results; shared with the requests' writers, which may outlive a route call.
   std::shared_ptr<openai::ResponseStore> responses_ = std::make_shared<openai::ResponseStore>();
   std::string instance_id_;
@@ -134,6 +152,9 @@ class App {
   std::atomic<int64_t> requests_{0}, body_bytes_{0}, responses_2xx_{0}, responses_4xx_{0}, responses_5xx_{0};
 };
 
+// Structured output's compiler for this tokenizer: the vocabulary (n_vocab entries, 0 = the
+// tokenizer's) is read on the first constrained request; end-of-generation tokens end the output.
+std::unique_ptr<constrain::ConstraintCompiler> make_constraint_compiler(const Tokenizer& tokenizer, int64_t n_vocab);
 // The fields every OpenAI route maps the same way (completions.cpp).
 void apply_common(const openai::CommonFields& c, gen::GenerationRequest& g);
 

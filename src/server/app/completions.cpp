@@ -41,9 +41,26 @@ void apply_common(const openai::CommonFields& c, gen::GenerationRequest& g) {
   g.stream = c.stream;
 }
 
+std::optional<openai::ApiError> App::apply_constraint(const openai::ChatRequest& r, bool in_reasoning,
+                                                      gen::GenerationRequest& g) {
+  using Mode = openai::ToolChoice::Mode;
+  const bool forced = r.tool_choice.mode == Mode::kRequired || r.tool_choice.mode == Mode::kFunction;
+  if (forced && r.common.constraint) {
+    return openai::invalid_request(str_cat("'", r.common.constraint->field.substr(0, r.common.constraint->field.find('.')),
+                                           "' and a forced 'tool_choice' cannot be combined"));
+  }
+  if (!forced && !r.common.constraint) return std::nullopt;
+  std::optional<std::string> only;
+  if (r.tool_choice.mode == Mode::kFunction) only = r.tool_choice.function;
+  auto m = forced ? tool_call_matcher(r, only, in_reasoning) : constraint_matcher(*r.common.constraint, in_reasoning);
+  if (!m.ok()) return m.error();
+  g.constraint = std::move(*m);
+  return std::nullopt;
+}
+
 gen::GenerationContext App::generation_context() {
   gen::GenerationContext ctx;
-  ctx.engine = deps_.engine;
+  ctx.engines = deps_.engines;
   ctx.context = deps_.plan->maximum_context_tokens;
   ctx.server_timeout = config_.options.request_timeout;
   ctx.watch = [this](std::weak_ptr<gen::KeepAliveTarget> t) { watch_stream(std::move(t)); };
@@ -82,6 +99,7 @@ void App::handle_chat(const http::Request& req, const Writer& w) {
   g.logprobs = r.common.logprobs.value_or(-1);
   g.output.split = true;
   g.output.chat = openai::ChatOutputOptions::for_request(r, *prompt);
+  if (auto e = apply_constraint(r, g.output.chat.start_in_reasoning, g)) return respond_api_error(*w, *e);
   gen::encode_prompt(*deps_.tokenizer, *prompt, /*add_special=*/false, deps_.plan->maximum_context_tokens, g);
   auto wire = openai::chat_wire(meta, g.output.chat, openai::StreamOptions{r.common.include_usage, r.common.return_progress},
                                 r.common.stream, token_piece(*deps_.tokenizer, r.common.logprobs));
@@ -100,6 +118,11 @@ void App::handle_completion(const http::Request& req, const Writer& w) {
   openai::ResponseMeta meta{ids.next("cmpl-"), unix_now(), config_.model_id};
   apply_common(r.common, g);
   g.max_tokens = r.max_tokens;
+  if (r.common.constraint) {
+    auto m = constraint_matcher(*r.common.constraint, /*in_reasoning=*/false);
+    if (!m.ok()) return respond_api_error(*w, m.error());
+    g.constraint = std::move(*m);
+  }
   if (const auto* text = std::get_if<std::string>(&r.prompt)) {
     // As llama.cpp does: the tokenizer's own BOS rule applies, special-token text is parsed.
     gen::encode_prompt(*deps_.tokenizer, *text, /*add_special=*/true, deps_.plan->maximum_context_tokens, g);

@@ -19,27 +19,16 @@ void respond_messages_error(http::ResponseWriter& w, const openai::ApiError& e) 
 
 struct RenderedMessages {
   std::string prompt;   // the template's output
-  std::string prefill;  // a forced tool call's opener, appended to the prompt
 };
 
-// Shared by both routes: template, forced tool-call prefill.
+// Shared by both routes: the template. A forced tool call is a grammar (App::tool_call_matcher).
 openai::ApiResult<RenderedMessages> render_messages(const anthropic::MessagesRequest& r,
                                                            const ChatTemplate* tmpl, const openai::TemplateExtras& extras) {
   if (tmpl == nullptr)
     return openai::invalid_request("this model has no chat template Splash can render; use /v1/completions");
   auto prompt = openai::render_chat(*tmpl, r.chat, extras);
   if (!prompt.ok()) return openai::invalid_request(str_cat("chat template: ", prompt.error_message()));
-  RenderedMessages out{std::move(*prompt), ""};
-  using Mode = anthropic::ToolChoice::Mode;
-  if (r.tool_choice.mode == Mode::kAny || r.tool_choice.mode == Mode::kTool) {
-    std::optional<std::string> name;
-    if (r.tool_choice.mode == Mode::kTool) name = r.tool_choice.name;
-    auto opener = openai::tool_call_opener(tmpl->source(), name);
-    if (!opener)
-      return openai::invalid_request("'tool_choice' cannot force a tool call: this model's chat template writes no <tool_call>");
-    out.prefill = std::move(*opener);
-  }
-  return out;
+  return RenderedMessages{std::move(*prompt)};
 }
 
 }  // namespace
@@ -70,8 +59,15 @@ void App::handle_messages(const http::Request& req, const Writer& w) {
   g.output.split = true;
   g.output.chat = openai::ChatOutputOptions::for_request(r.chat, rendered->prompt);
   g.output.chat.call_id_prefix = "toolu_";
-  g.output.prefill = rendered->prefill;
-  gen::encode_prompt(*deps_.tokenizer, rendered->prompt + rendered->prefill, /*add_special=*/false,
+  using Mode = anthropic::ToolChoice::Mode;
+  if (r.tool_choice.mode == Mode::kAny || r.tool_choice.mode == Mode::kTool) {
+    std::optional<std::string> only;
+    if (r.tool_choice.mode == Mode::kTool) only = r.tool_choice.name;
+    auto m = tool_call_matcher(r.chat, only, g.output.chat.start_in_reasoning);
+    if (!m.ok()) return respond_messages_error(*w, m.error());
+    g.constraint = std::move(*m);
+  }
+  gen::encode_prompt(*deps_.tokenizer, rendered->prompt, /*add_special=*/false,
                      deps_.plan->maximum_context_tokens, g);
 
   openai::IdGenerator ids;
@@ -96,7 +92,7 @@ void App::handle_count_tokens(const http::Request& req, const Writer& w) {
   if (!rendered.ok()) return respond_messages_error(*w, rendered.error());
   // Not bounded by the context (spec 2.1: token endpoints may exceed it).
   const size_t n =
-      deps_.tokenizer->encode(rendered->prompt + rendered->prefill, /*add_special=*/false, /*parse_special=*/true).size();
+      deps_.tokenizer->encode(rendered->prompt, /*add_special=*/false, /*parse_special=*/true).size();
   respond_json(*w, 200, {{"input_tokens", n}});
 }
 

@@ -56,6 +56,7 @@ std::optional<App::ResponsesPrompt> App::responses_prompt(const http::Request& r
   }
   p.prompt = std::move(*prompt);
   p.output = openai::ChatOutputOptions::for_request(chat, p.prompt);
+  p.chat = std::move(chat);
   p.conversation.insert(p.conversation.end(), r.input.begin(), r.input.end());
   return p;
 }
@@ -72,6 +73,7 @@ void App::handle_responses(const http::Request& req, const Writer& w) {
   g.max_tokens = r.max_output_tokens;
   g.output.split = true;
   g.output.chat = p->output;
+  if (auto e = apply_constraint(p->chat, g.output.chat.start_in_reasoning, g)) return responses_error(*w, *e);
   gen::encode_prompt(*deps_.tokenizer, p->prompt, /*add_special=*/false, deps_.plan->maximum_context_tokens, g);
   auto wire = openai::responses_wire(std::move(settings), r.common.stream, r.store ? responses_ : nullptr,
                                      std::move(p->conversation));

@@ -105,8 +105,8 @@ Status check_reasoning_effort(const std::string& effort) {
                     "' is not one of none, minimal, low, medium, high, xhigh, max");
 }
 
-Result<std::chrono::milliseconds> parse_duration(const std::string& text) {
-  const std::string bad = str_cat("--request-timeout: '", text,
+Result<std::chrono::milliseconds> parse_duration(const std::string& text, const char* flag) {
+  const std::string bad = str_cat(flag, ": '", text,
                                   "' is not a duration (seconds, or a number with an s, m or h suffix, > 0)");
   if (text.empty()) return make_error(bad);
   std::string num = text;
@@ -124,6 +124,13 @@ Result<std::chrono::milliseconds> parse_duration(const std::string& text) {
   // The deadline is arrival + this on a nanosecond clock (64 bits, ~292 years): cap well below it.
   if (!std::isfinite(ms) || ms > 1e12) return make_error(bad, " (too long: at most 1e9 s)");
   return std::chrono::milliseconds(std::max<int64_t>(1, std::llround(ms)));
+}
+
+Result<std::optional<std::chrono::milliseconds>> parse_idle_release(const std::string& text) {
+  if (lower(text) == "off") return std::optional<std::chrono::milliseconds>();
+  auto d = parse_duration(text, "--idle-release");
+  if (!d.ok()) return make_error(d.error_message(), " or off");
+  return std::optional<std::chrono::milliseconds>(*d);
 }
 
 Result<std::optional<uint64_t>> parse_max_memory(const std::string& text) {

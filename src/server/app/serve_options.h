@@ -57,6 +57,12 @@ struct ServeOptions {
   int queue_size = 32;
   int threads = 0;                              // 0 = default_thread_count()
   bool disable_ane = false;                     // accepted; there is no second compute device
+  // --language-only: text only (images refused with a 400 naming the part); the Ready line says so.
+  bool language_only = false;
+  // --idle-release: after this long without requests the weights, the engine's KV pool and the RAM
+  // prefix cache are released (the SSD tier stays) and the next request loads them again
+  // (engine_host.h). nullopt = off.
+  std::optional<std::chrono::milliseconds> idle_release = std::chrono::minutes(10);
 };
 
 // "--port": 1..65535.
@@ -72,8 +78,11 @@ Status check_allowed_host(const std::string& host);
 Status check_served_model_name(const std::string& name);
 // "--default-reasoning-effort": none minimal low medium high xhigh max.
 Status check_reasoning_effort(const std::string& effort);
-// DURATION: seconds or an s/m/h suffix, floats allowed, > 0 and finite ("90", "1.5m", "2h").
-Result<std::chrono::milliseconds> parse_duration(const std::string& text);
+// DURATION: seconds or an s/m/h suffix, floats allowed, > 0 and finite ("90", "1.5m", "2h"); errors
+// name `flag`.
+Result<std::chrono::milliseconds> parse_duration(const std::string& text, const char* flag = "--request-timeout");
+// "--idle-release DURATION|off": nullopt for off.
+Result<std::optional<std::chrono::milliseconds>> parse_idle_release(const std::string& text);
 // "--max-memory SIZE|auto": nullopt for auto; 0 refused.
 Result<std::optional<uint64_t>> parse_max_memory(const std::string& text);
 // "--max-context TOKENS|auto": 1..262144, K = 1024; nullopt for auto.

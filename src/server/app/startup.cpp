@@ -26,6 +26,7 @@
 #include "model/model.h"
 #include "server/app/app.h"
 #include "server/app/drafter_watch.h"
+#include "server/app/engine_host.h"
 #include "server/http/server.h"
 #include "spec/dflash/dflash_drafter.h"
 #include "spec/make_source.h"
@@ -229,6 +230,77 @@ Result<LoadedDrafter> load_drafter(const ServeOptions& options, const std::strin
   return d;
 }
 
+// One load of the weights and the engine on them: what --idle-release frees and the next request
+// builds again with the same two functions start-up uses (load_weights, start_engine). Members are
+// destroyed in reverse order: the watch, the engine (a persistent SSD cache gets its cached pages
+// first), the drafter, the model, then the files it maps.
+struct LoadedAssembly final : EngineAssembly {
+  std::optional<ModelFiles> files;
+  std::optional<Model> model;
+  LoadedDrafter drafter;
+  int64_t anon_growth = 0;  // anonymous memory the model load added (fused and repacked copies)
+  std::unique_ptr<Engine> engine_;
+  std::unique_ptr<DrafterWatch> watch;
+  Engine& engine() override { return *engine_; }
+  void stop(bool to_disk) override {
+    watch.reset();  // a drafter being loaded finishes first; nothing attaches to a stopping engine
+    if (engine_) engine_->shutdown(to_disk);
+  }
+};
+
+// The target's files, weights and drafter.
+Result<std::unique_ptr<LoadedAssembly>> load_weights(const ServeOptions& options, const std::string& model_path,
+                                                     const std::string& draft_path, int threads) {
+  auto a = std::make_unique<LoadedAssembly>();
+  ModelFilesOptions fopts;
+  fopts.tokenizer_path = options.tokenizer;
+  auto files = ModelFiles::open(model_path, fopts);
+  if (!files.ok()) return files.error();
+  a->files.emplace(std::move(*files));
+  ModelOptions mopts;
+  if (a->files->config().max_position > 0)
+    mopts.max_context = std::min<int64_t>(a->files->config().max_position, kMaxContextTokens);
+  const int64_t anon_before = rss_anon_bytes();
+  auto model = Model::load(*a->files, mopts);
+  if (!model.ok()) return model.error();
+  a->model.emplace(std::move(*model));
+  a->anon_growth = std::max<int64_t>(0, rss_anon_bytes() - anon_before);
+  auto drafter = load_drafter(options, draft_path, model_path, *a->files, *a->model, threads);
+  if (!drafter.ok()) return drafter.error();
+  a->drafter = std::move(*drafter);
+  return a;
+}
+
+// The engine on a loaded assembly, sized by the start-up plan, and the DrafterWatch where --spec
+// auto settled for prompt lookup.
+Status start_engine(LoadedAssembly& a, const ServeOptions& options, const MemoryPlan& plan, const Tokenizer& tokenizer,
+                    BlockStore* cache_store, const std::string& model_path, bool draft_named, int threads) {
+  EngineOptions eopts;
+  eopts.cache_identity = weights_identity(a.files->path());
+  eopts.cache_store = cache_store;
+  eopts.cache_write_behind_delay = options.cache_write_behind;
+  const uint64_t state_bytes = static_cast<uint64_t>(a.model->recurrent_state_floats()) * sizeof(float);
+  eopts.max_checkpoint_bytes = static_cast<int64_t>(checkpoint_budget_bytes(state_bytes));
+  eopts.lanes = std::min(plan.lanes, options.queue_size);
+  eopts.queue_size = options.queue_size;
+  eopts.kv_pages = plan.kv_pool_pages;
+  eopts.kv_format = options.kv_format;
+  eopts.threads = options.threads;
+  eopts.drafter = a.drafter.source.get();
+  eopts.spec_block = a.drafter.block;
+  auto engine = Engine::create(*a.model, tokenizer, eopts);
+  if (!engine.ok()) return make_error("cannot start the engine: ", engine.error_message());
+  a.engine_ = std::move(*engine);
+  // --spec auto settled for prompt lookup: the model's DFlash drafter may still be on its way (the
+  // demo's trains in the background), so watch for it and switch when it appears (drafter_watch.h).
+  if (options.spec.method == SpecMethod::kAuto && !draft_named && a.drafter.source &&
+      a.drafter.source->method() == "lookup") {
+    a.watch = std::make_unique<DrafterWatch>(
+        DrafterWatchOptions{model_path, options.drafter_watch, threads, a.drafter.block}, *a.model, *a.engine_);
+  }
+  return {};
+}
+
 // Raises the soft RLIMIT_NOFILE to `want` (or the hard limit if lower); returns the limit in force.
 rlim_t raise_descriptor_limit(rlim_t want) {
   rlimit lim{};
@@ -307,16 +379,12 @@ int serve(const ServeOptions& options) {
   auto draft_path = resolve_draft_path(options, *files, resolved->from_hub);
   if (!draft_path.ok()) return fail(draft_path.error_message());
 
-  ModelOptions mopts;
-  if (files->config().max_position > 0)
-    mopts.max_context = std::min<int64_t>(files->config().max_position, kMaxContextTokens);
-  const int64_t anon_before = rss_anon_bytes();
-  auto model = Model::load(*files, mopts);
-  if (!model.ok()) return fail(model.error_message());
-  const int64_t anon_after = rss_anon_bytes();
   const int threads = options.threads > 0 ? options.threads : default_thread_count();
-  auto drafter = load_drafter(options, *draft_path, model_path, *files, *model, threads);
-  if (!drafter.ok()) return fail(drafter.error_message());
+  auto loaded = load_weights(options, model_path, *draft_path, threads);
+  if (!loaded.ok()) return fail(loaded.error_message());
+  std::unique_ptr<LoadedAssembly> first = std::move(*loaded);
+  const Model* model = &*first->model;
+  const LoadedDrafter* drafter = &first->drafter;
   std::printf("Weights loaded in %.2f s.\n",
               std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   std::fflush(stdout);
@@ -333,8 +401,7 @@ int serve(const ServeOptions& options) {
   // matrices) are what anonymous memory grew by during the load.
   uint64_t mapped = 0;
   for (const ModelTensor& t : files->tensors()) mapped += t.n_bytes();
-  in.weights_bytes = mapped + static_cast<uint64_t>(std::max<int64_t>(0, anon_after - anon_before)) +
-                     drafter->bytes;
+  in.weights_bytes = mapped + static_cast<uint64_t>(first->anon_growth) + drafter->bytes;
   const int64_t chunk = model->options().chunk_tokens;
   // With a drafter every decoding lane feeds its verify block (the last token + proposals).
   const int64_t decode_rows = int64_t{kMaxLanes} * (drafter->source ? drafter->block : 1);
@@ -367,32 +434,29 @@ int serve(const ServeOptions& options) {
               format_bytes(plan.kv_pool_bytes).c_str(), plan.lanes);
 
   // 5. Engine.
-  // SSD cache (spec 5.4-5.6): opened before the engine, whose prefix cache hands it evicted pages.
-  EngineOptions eopts;
-  eopts.cache_identity = weights_identity(files->path());
-  auto disk = open_ssd_cache(options, plan, engine_cache_namespace(*model, eopts.cache_identity, options.kv_format),
+  // SSD cache (spec 5.4-5.6): opened before the engine, whose prefix cache hands it evicted pages. It
+  // outlives every engine of this run: an idle release keeps what it holds.
+  auto disk = open_ssd_cache(options, plan,
+                             engine_cache_namespace(*model, weights_identity(files->path()), options.kv_format),
                              model->recurrent_state_floats() * int64_t{sizeof(float)});
   if (!disk.ok()) return fail(disk.error_message());
-  eopts.cache_store = disk->store.get();
-  eopts.cache_write_behind_delay = options.cache_write_behind;
-  eopts.max_checkpoint_bytes = static_cast<int64_t>(checkpoint_budget_bytes(state_bytes));
-  eopts.lanes = std::min(plan.lanes, options.queue_size);
-  eopts.queue_size = options.queue_size;
-  eopts.kv_pages = plan.kv_pool_pages;
-  eopts.kv_format = options.kv_format;
-  eopts.threads = options.threads;
-  eopts.drafter = drafter->source.get();
-  eopts.spec_block = drafter->block;
-  auto engine = Engine::create(*model, *tokenizer, eopts);
-  if (!engine.ok()) return fail(str_cat("cannot start the engine: ", engine.error_message()));
-  // --spec auto settled for prompt lookup: the model's DFlash drafter may still be on its way (the
-  // demo's trains in the background), so watch for it and switch when it appears (drafter_watch.h).
-  std::unique_ptr<DrafterWatch> watch;
-  if (options.spec.method == SpecMethod::kAuto && draft_path->empty() && drafter->source &&
-      drafter->source->method() == "lookup") {
-    watch = std::make_unique<DrafterWatch>(
-        DrafterWatchOptions{model_path, options.drafter_watch, threads, drafter->block}, *model, **engine);
-  }
+  const bool draft_named = !draft_path->empty();
+  if (Status st = start_engine(*first, options, plan, *tokenizer, disk->store.get(), model_path, draft_named, threads);
+      !st.ok())
+    return fail(st.error_message());
+  // --idle-release reloads through the same two steps, with the start-up plan.
+  EngineHost engines(
+      std::move(first),
+      [&]() -> Result<std::unique_ptr<EngineAssembly>> {
+        auto again = load_weights(options, model_path, *draft_path, threads);
+        if (!again.ok()) return again.error();
+        if (Status st = start_engine(**again, options, plan, *tokenizer, disk->store.get(), model_path, draft_named,
+                                     threads);
+            !st.ok())
+          return st.error();
+        return std::unique_ptr<EngineAssembly>(std::move(*again));
+      },
+      options.idle_release);
 
   // 6. Routes, then accept.
   AppConfig acfg;
@@ -403,8 +467,9 @@ int serve(const ServeOptions& options) {
   AppDeps deps;
   deps.tokenizer = tokenizer.get();
   deps.chat_template = chat_template ? &*chat_template : nullptr;
-  deps.engine = engine->get();
+  deps.engines = &engines;
   deps.plan = &plan;
+  deps.n_vocab = model->config().n_vocab;
   deps.disk = disk->store.get();
   deps.transport = server.get();
   App app(acfg, deps);
@@ -415,14 +480,15 @@ int serve(const ServeOptions& options) {
   if (options.allowed_origins.size() == 1 && options.allowed_origins[0] == "*" && options.api_key.empty())
     std::fprintf(stderr, "warning: --allowed-origin * without --api-key lets any web page use this server\n");
   if (Status st = server->start(); !st.ok()) {
-    (*engine)->shutdown();
+    engines.shutdown();
     std::fprintf(stderr, "Error · unable to start HTTP server: %s\n", st.error_message().c_str());
     return 1;
   }
   app.set_ready(true);
   signals.serving();
-  std::printf("Ready · %s · context %s · http://%s:%u\n", acfg.model_id.c_str(),
-              format_context_tokens(plan.maximum_context_tokens).c_str(), options.host.c_str(),
+  std::printf("Ready · %s · context %s%s · http://%s:%u\n", acfg.model_id.c_str(),
+              format_context_tokens(plan.maximum_context_tokens).c_str(),
+              options.language_only ? " · language only" : "", options.host.c_str(),
               static_cast<unsigned>(server->bound_port()));
   std::fflush(stdout);
 
@@ -431,8 +497,8 @@ int serve(const ServeOptions& options) {
   std::printf("Stopping · releasing engine resources\n");
   std::fflush(stdout);
   app.set_ready(false);
-  watch.reset();  // a drafter being loaded finishes first; nothing attaches to a stopping engine
-  (*engine)->shutdown();  // a persistent SSD cache gets the engine's cached pages first
+  // The drafter watch stops first, then the engine (a persistent SSD cache gets its cached pages).
+  engines.shutdown();
   server->stop();
   if (disk->store) disk->store->flush();
   return 128 + sig;

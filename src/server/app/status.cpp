@@ -130,6 +130,26 @@ nlohmann::json draft_methods_json(const EngineStatus::Metrics& m) {
 
 }  // namespace
 
+namespace {
+
+// Spec 3 `weights`: idle_release_seconds (null when off), released, restores, restore_failures; plus
+// how long the last reload took (what a request arriving after a release waited).
+nlohmann::json weights_json(const WeightsStatus& w) {
+  nlohmann::json j = {
+      {"idle_release_seconds", w.idle_release_seconds ? nlohmann::json(*w.idle_release_seconds) : nlohmann::json()},
+      {"released", w.released},
+      {"state", w.released ? "released" : "loaded"},
+      {"releases", w.releases},
+      {"restores", w.restores},
+      {"restore_failures", w.restore_failures},
+      {"last_restore_ms", w.last_restore_ms},
+  };
+  if (!w.last_restore_error.empty()) j["last_restore_error"] = w.last_restore_error;
+  return j;
+}
+
+}  // namespace
+
 nlohmann::json status_json(const StatusSnapshot& s) {
   const EngineStatus& e = s.engine;
   nlohmann::json by_width = nlohmann::json::object();
@@ -213,7 +233,15 @@ nlohmann::json status_json(const StatusSnapshot& s) {
       {"disk", disk_json(s.disk, e.cache)},
       {"ane_ffn",
        {{"state", "unavailable"},
-        {"reason", "no second compute device: this build runs the whole model on the CPU"}}},
+        {"disabled_by_flag", s.disable_ane},
+        {"reason", s.disable_ane ? "--disable-ane; and no second compute device: this build runs the whole model "
+                                   "on the CPU"
+                                 : "no second compute device: this build runs the whole model on the CPU"}}},
+      {"weights", weights_json(s.weights)},
+      {"input_modalities", nlohmann::json::array({"text"})},
+      {"vision",
+       {{"enabled", false},
+        {"reason", s.language_only ? "--language-only" : "this build has no vision encoder"}}},
   };
 }
 

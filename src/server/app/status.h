@@ -12,6 +12,7 @@
 #include "cache/block_store.h"
 #include "engine/memory_plan.h"
 #include "engine/scheduler.h"
+#include "server/app/engine_host.h"
 #include "server/http/server.h"
 
 namespace splash::app {
@@ -44,6 +45,9 @@ struct StatusSnapshot {
   int cpu_cores = 0;
   EngineStatus engine;
   std::optional<BlockStoreStats> disk;  // the SSD cache (cache/disk/); nullopt when off
+  WeightsStatus weights;                // --idle-release state (spec 3 `weights`)
+  bool language_only = false;           // --language-only
+  bool disable_ane = false;             // --disable-ane
 };
 
 nlohmann::json status_json(const StatusSnapshot& s);

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "core/result.h"
+#include "server/app/engine_host.h"
 
 namespace splash::gen {
 
@@ -78,9 +79,10 @@ void append_events(std::vector<openai::OutputPart> parts, int& open_call, std::v
 // returns) are held and replayed, so the handler never holds the lock across submit().
 class GenerationJob : public KeepAliveTarget {
  public:
+  double load_wait_ms = 0;  // waited for the weights to load again (--idle-release); set before submit
+
   GenerationJob(std::unique_ptr<WireWriter> writer, std::shared_ptr<http::ResponseWriter> w, const GenerationRequest& r)
-      : writer_(std::move(writer)), sink_(std::move(w)), stream_(r.stream), want_progress_(r.want_progress),
-        prefill_(r.output.prefill) {
+      : writer_(std::move(writer)), sink_(std::move(w)), stream_(r.stream), want_progress_(r.want_progress) {
     if (r.output.split) chat_.emplace(r.output.chat);
   }
 
@@ -105,13 +107,12 @@ class GenerationJob : public KeepAliveTarget {
     writer_->keepalive(sink_);
   }
 
-  // After a successful submit(): opens the stream, reads the prefill, replays held events.
+  // After a successful submit(): opens the stream, replays held events.
   void start(bool clamped) {
     std::lock_guard lock(mu_);
     clamped_ = clamped;
     if (stream_) writer_->open(sink_);
     started_ = true;
-    if (!prefill_.empty()) feed(prefill_, 0);
     for (const EngineEvent& e : held_) apply(e);
     held_.clear();
   }
@@ -180,6 +181,7 @@ class GenerationJob : public KeepAliveTarget {
     f.made_tool_calls = chat_ && !chat_->tool_calls().empty();
     f.reasoning_tokens = chat_ ? chat_->reasoning_tokens() : 0;
     f.stats = stats_of(e);
+    f.stats.load_ms = load_wait_ms;
     f.output = chat_ ? &*chat_ : nullptr;
     f.text = text_;
     f.logprobs = std::exchange(logprobs_, {});
@@ -190,7 +192,6 @@ class GenerationJob : public KeepAliveTarget {
   std::unique_ptr<WireWriter> writer_;
   Sink sink_;
   bool stream_, want_progress_;
-  std::string prefill_;
   std::optional<openai::ChatOutput> chat_;
   std::string text_;  // plain output
   std::vector<TokenLogprob> logprobs_;  // generated tokens' logprobs no event has carried yet
@@ -235,7 +236,11 @@ void generate(const GenerationContext& ctx, GenerationRequest r, std::unique_ptr
     clamped = *r.max_tokens > context - n;
     max_tokens = std::min(*r.max_tokens, context - n);
   }
-  if (!ctx.engine) return job->refuse(openai::api_error(503, "runtime_unavailable", "the engine is not running"));
+  if (!ctx.engines) return job->refuse(openai::api_error(503, "runtime_unavailable", "the engine is not running"));
+  // Loads the weights again when --idle-release let them go; the request holds the lease to its end.
+  auto lease = ctx.engines->acquire();
+  if (!lease.ok()) return job->refuse(openai::api_error(503, "runtime_unavailable", lease.error_message()));
+  job->load_wait_ms = (*lease)->load_wait_ms();
 
   EngineRequest req;
   req.prompt = std::move(r.prompt);
@@ -247,6 +252,7 @@ void generate(const GenerationContext& ctx, GenerationRequest r, std::unique_ptr
   req.want_progress = r.stream && r.want_progress;
   req.logprobs = r.logprobs;
   req.prompt_logprobs = r.prompt_logprobs;
+  req.constraint = std::move(r.constraint);
   std::optional<Clock::time_point> deadline;
   if (ctx.server_timeout) deadline = r.arrival + *ctx.server_timeout;
   if (r.timeout_s) {  // under kNoDeadlineTimeout: the parsers drop longer ones
@@ -255,8 +261,8 @@ void generate(const GenerationContext& ctx, GenerationRequest r, std::unique_ptr
   }
   if (deadline) req.deadline = *deadline;
 
-  Engine* engine = ctx.engine;
-  auto id = engine->submit(std::move(req), [job](const EngineEvent& e) { job->on_event(e); });
+  Engine* engine = &(*lease)->engine();
+  auto id = engine->submit(std::move(req), [job, held = *lease](const EngineEvent& e) { job->on_event(e); });
   if (!id.ok()) {
     const std::string& msg = id.error_message();
     switch (submit_error_kind(msg)) {
@@ -272,7 +278,10 @@ void generate(const GenerationContext& ctx, GenerationRequest r, std::unique_ptr
     }
   }
   const uint64_t rid = *id;
-  http_writer->on_disconnect([engine, rid] { engine->cancel(rid); });
+  // Weak: a finished request's writer must not keep the weights loaded.
+  http_writer->on_disconnect([weak = std::weak_ptr<app::EngineHost::Lease>(*lease), rid] {
+    if (auto l = weak.lock()) l->engine().cancel(rid);
+  });
   job->start(clamped);
 }
 

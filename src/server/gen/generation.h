@@ -34,6 +34,10 @@
 #include "server/openai/chat_output.h"
 #include "server/openai/response.h"
 
+namespace splash::app {
+class EngineHost;  // server/app/engine_host.h
+}  // namespace splash::app
+
 namespace splash::gen {
 
 using Clock = std::chrono::steady_clock;
@@ -54,9 +58,6 @@ struct OutputRules {
   // calls are split out (ChatOutput: ReasoningSplitter, then ToolCallParser when tools are callable).
   bool split = false;
   openai::ChatOutputOptions chat;  // when split
-  // Text the prompt already ends with that belongs to the answer (a forced tool call's opener): it is
-  // read as the first output, before any generated token, so the parser sees the whole call.
-  std::string prefill;
 };
 
 struct GenerationRequest {
@@ -82,6 +83,7 @@ struct GenerationRequest {
   // The prompt's own log-probabilities (completions `echo`): WireWriter::prompt_scored gets them before
   // any output. Needed for max_tokens 0, which generates nothing; the prefix cache is not read.
   bool prompt_logprobs = false;
+  std::shared_ptr<constrain::Matcher> constraint;  // structured output (EngineRequest::constraint)
 };
 
 // --- the internal events ----------------------------------------------------------------------------
@@ -164,7 +166,7 @@ class WireWriter {
 
 // What generate() needs from the server.
 struct GenerationContext {
-  Engine* engine = nullptr;                       // nullptr: 503 runtime_unavailable
+  app::EngineHost* engines = nullptr;             // nullptr: 503 runtime_unavailable
   int64_t context = 0;                            // served context in tokens
   std::optional<std::chrono::milliseconds> server_timeout;  // --request-timeout
   std::function<void(std::weak_ptr<KeepAliveTarget>)> watch;  // registers streams for keep-alives

@@ -165,8 +165,9 @@ ApiResult<ToolChoice> parse_tool_choice(const FieldReader& top, const std::vecto
       return choice;
     }
     if (s == "required") {
-      // Forcing a call needs a grammar over the output, which this server does not have yet.
-      return invalid_request("'tool_choice' \"required\" is not supported yet; use \"auto\"");
+      if (tools.empty()) return invalid_request("'tool_choice' \"required\" needs 'tools'");
+      choice.mode = ToolChoice::Mode::kRequired;
+      return choice;
     }
     return invalid_request("'tool_choice' must be \"auto\", \"none\", \"required\" or a function object");
   }
@@ -178,20 +179,9 @@ ApiResult<ToolChoice> parse_tool_choice(const FieldReader& top, const std::vecto
   if (!name) return invalid_request("'tool_choice.function.name' is required");
   bool known = std::any_of(tools.begin(), tools.end(), [&](const Tool& t) { return t.name == *name; });
   if (!known) return invalid_request(str_cat("'tool_choice.function.name' '", *name, "' is not one of 'tools'"));
-  return invalid_request("'tool_choice' naming a function is not supported yet; use \"auto\"");
-}
-
-ApiResult<Ok> check_refusals(const FieldReader& r) {
-  if (const ojson* rf = r.get("response_format")) {
-    if (!rf->is_object()) return invalid_request("'response_format' must be an object");
-    SPLASH_OAI_TRY(auto type, FieldReader(*rf, "response_format").string("type"));
-    if (!type) return invalid_request("'response_format.type' is required");
-    if (*type == "json_object" || *type == "json_schema") {
-      return invalid_request(str_cat("'response_format' of type '", *type, "' is not supported yet"));
-    }
-    if (*type != "text") return invalid_request("'response_format.type' must be one of text, json_object, json_schema");
-  }
-  return Ok{};
+  choice.mode = ToolChoice::Mode::kFunction;
+  choice.function = *name;
+  return choice;
 }
 
 }  // namespace
@@ -236,8 +226,6 @@ ApiResult<ChatRequest> parse_chat_request(const nlohmann::ordered_json& body) {
   if (top_logprobs && *top_logprobs > 0 && !logprobs.value_or(false))
     return invalid_request("'top_logprobs' needs 'logprobs': true");
   if (logprobs.value_or(false)) req.common.logprobs = static_cast<int>(top_logprobs.value_or(0));
-  SPLASH_OAI_TRY(auto refused, check_refusals(r));
-  (void)refused;
   if (!req.common.stop.empty() && req.tools_callable()) {
     // Spec 2.4: a stop string could cut a tool call in half.
     return invalid_request("'stop' cannot be combined with callable 'tools'");

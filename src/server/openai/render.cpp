@@ -90,13 +90,6 @@ Result<std::string> render_chat(const ChatTemplate& tmpl, const ChatRequest& req
   return objects.ok() ? objects : as_given;
 }
 
-std::optional<std::string> tool_call_opener(std::string_view template_source, const std::optional<std::string>& name) {
-  if (template_source.find("<tool_call>") == std::string_view::npos) return std::nullopt;
-  if (template_source.find("<function=") != std::string_view::npos)
-    return name ? "<tool_call>\n<function=" + *name + ">\n" : std::string("<tool_call>\n<function=");
-  return name ? "<tool_call>\n{\"name\": " + ojson(*name).dump() + ", \"arguments\": " : std::string("<tool_call>\n{\"name\": \"");
-}
-
 bool prompt_opens_reasoning(std::string_view prompt) {
   auto open = prompt.rfind("<think>");
   if (open == std::string_view::npos) return false;

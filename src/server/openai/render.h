@@ -41,13 +41,6 @@ nlohmann::ordered_json chat_template_context(const ChatRequest& request, const T
 // The error of the first attempt is returned when the retries fail too.
 Result<std::string> render_chat(const ChatTemplate& tmpl, const ChatRequest& request, const TemplateExtras& extras);
 
-// The text that opens a tool call in this template's format, for forcing a call by prefilling it
-// (tool_choice any / a named tool, until a grammar engine constrains the output): Qwen3.5+ XML
-// ("<tool_call>\n<function=NAME>\n") when the template writes `<function=`, else Qwen3 JSON
-// ("<tool_call>\n{\"name\": \"NAME\", \"arguments\": "). Without `name` the opener stops where the
-// name begins, so the model picks the tool. nullopt: the template writes no `<tool_call>`.
-std::optional<std::string> tool_call_opener(std::string_view template_source, const std::optional<std::string>& name);
-
 // True when the prompt leaves a `<think>` block open (templates that start the model's answer inside
 // its reasoning, as Qwen3.5+ templates do with thinking on): the output then begins with reasoning
 // and ReasoningSplitter must start inside it.

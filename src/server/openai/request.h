@@ -1,7 +1,7 @@
 // OpenAI request bodies -> validated structs (spec 2.4). Every rule of the spec is checked here and
 // answered with a 400 naming the field ("'temperature' must be a number"); fields this server does
 // not know are ignored (OpenAI clients send many), fields it knows but cannot honour (n > 1,
-// logit_bias, images, JSON response formats, suffix) are refused, never silently dropped. A JSON
+// logit_bias, images, suffix) are refused, never silently dropped. A JSON
 // null counts as "not sent" for every optional field.
 //
 // What is left to the caller (it needs the served model or the tokenizer): `model` against the
@@ -40,6 +40,14 @@ SamplingParams to_sampling_params(const SamplingFields& fields);
 
 constexpr double kNoDeadlineTimeout = 1e9;  // seconds, about 31.7 years
 
+// Structured output (issue 39): the output must match a JSON Schema, a GBNF grammar or a regex.
+struct OutputConstraint {
+  enum class Kind : uint8_t { kJsonSchema, kGbnf, kRegex };
+  Kind kind = Kind::kJsonSchema;
+  std::string text;   // the schema as JSON text (key order kept), or the grammar / regex
+  std::string field;  // where it came from, for errors: "response_format.json_schema.schema", "grammar", "regex"
+};
+
 // Fields shared by /v1/chat/completions and /v1/completions.
 struct CommonFields {
   std::optional<std::string> model;   // the caller checks it against the served names
@@ -57,6 +65,8 @@ struct CommonFields {
   // Chat: `logprobs: true` and `top_logprobs` (0-20); completions: `logprobs` (0-5).
   std::optional<int> logprobs;
   SamplingFields sampling;
+  // response_format json_object / json_schema, `grammar` (GBNF) or `regex`; at most one.
+  std::optional<OutputConstraint> constraint;
 };
 
 // One function tool as the client declared it.
@@ -66,8 +76,11 @@ struct Tool {
 };
 
 struct ToolChoice {
-  enum class Mode : uint8_t { kAuto, kNone };
+  // kRequired: at least one call of any offered tool; kFunction: a call of `function`. Both are
+  // enforced by a grammar over the template's tool-call syntax.
+  enum class Mode : uint8_t { kAuto, kNone, kRequired, kFunction };
   Mode mode = Mode::kAuto;
+  std::string function;
 };
 
 // A tool call in an assistant message of the history.

@@ -105,6 +105,7 @@ ApiResult<CommonFields> parse_common_fields(const FieldReader& r) {
     c.priority = *priority;
   }
   SPLASH_OAI_TRY(c.sampling, parse_sampling(r));
+  SPLASH_OAI_TRY(c.constraint, parse_output_constraint(r));
 
   SPLASH_OAI_TRY(auto n, r.integer("n"));
   if (n && *n != 1) return invalid_request(str_cat(r.name("n"), " must be 1: this server returns one choice per request"));

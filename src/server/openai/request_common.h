@@ -9,5 +9,7 @@ namespace splash::openai {
 // model, stream, stream_options, return_progress, timeout, stop, ignore_eos, priority, sampling,
 // and the refusals both endpoints share (n != 1, logit_bias).
 ApiResult<CommonFields> parse_common_fields(const FieldReader& r);
+// response_format (text, json_object, json_schema), grammar, regex (constraint_request.cpp).
+ApiResult<std::optional<OutputConstraint>> parse_output_constraint(const FieldReader& r);
 
 }  // namespace splash::openai

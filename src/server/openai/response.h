@@ -27,6 +27,7 @@ struct GenerationStats {
   int64_t completion_tokens = 0;
   double prompt_ms = 0;            // start -> first emission
   double predicted_ms = 0;         // first emission -> end
+  double load_ms = 0;              // waited for the weights to load again after an idle release
 };
 
 struct PromptProgress {
@@ -51,7 +52,8 @@ std::optional<ApiError> generation_error(GenerationEnd end, std::string_view eng
 // [, completion_tokens_details{reasoning_tokens}]}.
 nlohmann::ordered_json usage_json(const GenerationStats& stats, std::optional<int64_t> reasoning_tokens);
 // timings {prompt_n (uncached), cache_n, prompt_ms, prompt_per_second, predicted_n, predicted_ms,
-// predicted_per_second}; the decode rate leaves out the first token, whose time is in prompt_ms.
+// predicted_per_second[, load_ms]}; the decode rate leaves out the first token, whose time is in
+// prompt_ms; load_ms (only when the request waited for an idle-released model to load) is before both.
 nlohmann::ordered_json timings_json(const GenerationStats& stats);
 
 // --- complete bodies ------------------------------------------------------------------------------

@@ -53,6 +53,7 @@ ojson timings_json(const GenerationStats& s) {
   t["predicted_n"] = s.completion_tokens;
   t["predicted_ms"] = s.predicted_ms;
   t["predicted_per_second"] = s.predicted_ms > 0 ? static_cast<double>(decode_n) * 1000.0 / s.predicted_ms : 0.0;
+  if (s.load_ms > 0) t["load_ms"] = s.load_ms;
   return t;
 }
 

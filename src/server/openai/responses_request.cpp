@@ -265,8 +265,11 @@ ApiResult<ToolChoice> rsp_parse_tool_choice(const FieldReader& top, const std::v
       choice.mode = ToolChoice::Mode::kNone;
       return choice;
     }
-    // Forcing a call needs a grammar over the output, which this server does not have yet.
-    if (s == "required") return invalid_request("'tool_choice' \"required\" is not supported yet; use \"auto\"");
+    if (s == "required") {
+      if (tools.empty()) return invalid_request("'tool_choice' \"required\" needs 'tools'");
+      choice.mode = ToolChoice::Mode::kRequired;
+      return choice;
+    }
     return invalid_request("'tool_choice' must be \"auto\", \"none\", \"required\" or an object");
   }
   if (!v->is_object()) return invalid_request("'tool_choice' must be a string or an object");
@@ -279,7 +282,29 @@ ApiResult<ToolChoice> rsp_parse_tool_choice(const FieldReader& top, const std::v
   if (!name) return invalid_request("'tool_choice.name' is required");
   bool known = std::any_of(tools.begin(), tools.end(), [&](const Tool& t) { return t.name == *name; });
   if (!known) return invalid_request(str_cat("'tool_choice.name' '", *name, "' is not one of 'tools'"));
-  return invalid_request("'tool_choice' naming a function is not supported yet; use \"auto\"");
+  choice.mode = ToolChoice::Mode::kFunction;
+  choice.function = *name;
+  return choice;
+}
+
+// text.format json_schema / json_object -> the request's output constraint (structured output).
+ApiResult<std::optional<OutputConstraint>> rsp_parse_text_format(const FieldReader& r) {
+  const ojson* text = r.get("text");
+  if (text == nullptr || !text->is_object()) return std::optional<OutputConstraint>();
+  const ojson* format = FieldReader(*text, "text").get("format");
+  if (format == nullptr) return std::optional<OutputConstraint>();
+  FieldReader f(*format, "text.format");
+  SPLASH_OAI_TRY(auto type, f.string("type"));
+  if (*type == "json_object") return std::optional<OutputConstraint>(OutputConstraint{OutputConstraint::Kind::kJsonSchema, R"({"type":"object"})", "text.format"});
+  if (*type != "json_schema") return std::optional<OutputConstraint>();
+  SPLASH_OAI_TRY(auto name, f.string("name"));
+  (void)name;
+  SPLASH_OAI_TRY(auto strict, f.boolean("strict"));  // the schema is always enforced
+  (void)strict;
+  const ojson* schema = f.get("schema");
+  if (schema == nullptr) return invalid_request("'text.format.schema' is required");
+  if (!schema->is_object() && !schema->is_boolean()) return invalid_request("'text.format.schema' must be an object");
+  return std::optional<OutputConstraint>(OutputConstraint{OutputConstraint::Kind::kJsonSchema, schema->dump(), "text.format.schema"});
 }
 
 ApiResult<Ok> rsp_check_refusals(const FieldReader& r) {
@@ -303,10 +328,7 @@ ApiResult<Ok> rsp_check_refusals(const FieldReader& r) {
       if (!format->is_object()) return invalid_request("'text.format' must be an object");
       SPLASH_OAI_TRY(auto type, FieldReader(*format, "text.format").string("type"));
       if (!type) return invalid_request("'text.format.type' is required");
-      if (*type == "json_schema" || *type == "json_object") {
-        return invalid_request(str_cat("'text.format.type' '", *type, "' is not supported yet (structured output); use \"text\""));
-      }
-      if (*type != "text") return invalid_request("'text.format.type' must be one of text, json_schema, json_object");
+      if (*type != "text" && *type != "json_schema" && *type != "json_object") return invalid_request("'text.format.type' must be one of text, json_schema, json_object");
     }
     SPLASH_OAI_TRY(auto verbosity, tr.string("verbosity"));  // a hint; accepted, no effect
     if (verbosity && *verbosity != "low" && *verbosity != "medium" && *verbosity != "high") {
@@ -344,6 +366,14 @@ ApiResult<ResponsesRequest> parse_responses_request(const nlohmann::ordered_json
   SPLASH_OAI_TRY(auto refused, rsp_check_refusals(r));
   (void)refused;
   SPLASH_OAI_TRY(req.common, parse_common_fields(r));
+  SPLASH_OAI_TRY(auto text_format, rsp_parse_text_format(r));
+  if (text_format) {
+    if (req.common.constraint) {
+      return invalid_request(str_cat("'text.format' and '", req.common.constraint->field.substr(0, req.common.constraint->field.find('.')),
+                                     "' cannot be combined: send one"));
+    }
+    req.common.constraint = std::move(text_format);
+  }
   SPLASH_OAI_TRY(req.instructions, r.string("instructions"));
   SPLASH_OAI_TRY(req.input, rsp_parse_input(r));
   SPLASH_OAI_TRY(req.tools, rsp_parse_tools(r));

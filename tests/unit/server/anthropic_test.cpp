@@ -72,6 +72,25 @@ TEST(AnthropicRequest, RefusedFieldsAreNamed) {
             std::string::npos);
 }
 
+// Claude Code 2.1.x sends its environment notes as a system-role message after the user's.
+TEST(AnthropicRequest, SystemRoleMessageIsASystemTurn) {
+  auto r = parse_messages_request(R"({"model": "m", "max_tokens": 8, "messages": [
+      {"role": "user", "content": [{"type": "text", "text": "hi"}]},
+      {"role": "system", "content": [{"type": "text", "text": "# Environment", "cache_control": {"type": "ephemeral"}}]},
+      {"role": "user", "content": "go"}]})",
+                                  false);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  const auto& m = r->chat.messages;
+  ASSERT_EQ(m.size(), 3u);
+  EXPECT_EQ(m[1].role, "system");
+  EXPECT_EQ(m[1].content, "# Environment");
+  EXPECT_EQ(error_of(R"({"model":"m","max_tokens":5,"messages":[{"role":"user","content":"hi"},
+      {"role":"system","content":[{"type":"tool_use","id":"t","name":"x","input":{}}]},{"role":"user","content":"go"}]})"),
+            "'messages[1].content[0].type' 'tool_use' is not supported in a system message");
+  EXPECT_EQ(error_of(R"({"model":"m","max_tokens":5,"messages":[{"role":"tool","content":"x"}]})"),
+            "'messages[0].role' must be \"user\", \"assistant\" or \"system\", got \"tool\"");
+}
+
 TEST(AnthropicRequest, ConversationBecomesChatMessages) {
   auto r = parse_messages_request(R"({
     "model": "m", "max_tokens": 64, "unknown_field": 1, "metadata": {"user_id": "u"},

@@ -63,6 +63,20 @@ TEST(AppOptions, Duration) {
   }
 }
 
+TEST(AppOptions, IdleRelease) {
+  EXPECT_FALSE(parse_idle_release("off")->has_value());
+  EXPECT_FALSE(parse_idle_release("OFF")->has_value());
+  EXPECT_EQ(parse_idle_release("10m")->value_or(std::chrono::milliseconds(0)).count(), 600000);
+  EXPECT_EQ(parse_idle_release("2s")->value_or(std::chrono::milliseconds(0)).count(), 2000);
+  for (const char* bad : {"0", "never", "", "-1m"}) {
+    auto d = parse_idle_release(bad);
+    ASSERT_FALSE(d.ok()) << bad;
+    EXPECT_NE(d.error_message().find("--idle-release"), std::string::npos) << d.error_message();
+    EXPECT_NE(d.error_message().find("or off"), std::string::npos) << d.error_message();
+  }
+  EXPECT_NE(parse_duration("x", "--drafter-watch").error_message().find("--drafter-watch"), std::string::npos);
+}
+
 TEST(AppOptions, MaxRequestSize) {
   EXPECT_FALSE(parse_max_request_size("auto")->has_value());
   EXPECT_FALSE(parse_max_request_size("AUTO")->has_value());

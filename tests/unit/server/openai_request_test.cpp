@@ -215,8 +215,12 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"{" M ",\"logprobs\":1}", "'logprobs' must be a boolean"},
         BadCase{"{" M ",\"logit_bias\":{\"15\":5}}", "'logit_bias' is not supported"},
         BadCase{"{" M ",\"logit_bias\":[1]}", "'logit_bias' must be an object"},
-        BadCase{"{" M ",\"response_format\":{\"type\":\"json_object\"}}", "'response_format' of type 'json_object' is not supported yet"},
-        BadCase{"{" M ",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{}}}", "'response_format' of type 'json_schema' is not supported yet"},
+        BadCase{"{" M ",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{}}}", "'response_format.json_schema.schema' is required"},
+        BadCase{"{" M ",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"schema\":[1]}}}", "'response_format.json_schema.schema' must be an object"},
+        BadCase{"{" M ",\"response_format\":{\"type\":\"json_schema\"}}", "'response_format.json_schema' must be an object"},
+        BadCase{"{" M ",\"grammar\":\"root ::= \\\"a\\\"\",\"regex\":\"a\"}", "'regex' and 'grammar' cannot be combined"},
+        BadCase{"{" M ",\"response_format\":{\"type\":\"json_object\"},\"regex\":\"a\"}", "'regex' and 'response_format' cannot be combined"},
+        BadCase{"{" M ",\"regex\":\"\"}", "'regex' must not be empty"},
         BadCase{"{" M ",\"response_format\":{\"type\":\"yaml\"}}", "'response_format.type' must be one of text"},
         BadCase{"{" M ",\"response_format\":\"text\"}", "'response_format' must be an object"},
         BadCase{"{" M ",\"chat_template_kwargs\":{\"messages\":[]}}", "'chat_template_kwargs.messages' cannot be set"},
@@ -254,11 +258,10 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"{" M ",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"\"}}]}", "'tools[0].function.name' must be a non-empty string"},
         BadCase{"{" M ",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":[]}}]}", "'tools[0].function.parameters' must be a JSON schema object"},
         BadCase{"{" M ",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}},{\"type\":\"function\",\"function\":{\"name\":\"f\"}}]}", "'tools[1].function.name' 'f' is declared twice"},
-        BadCase{"{" M ",\"tool_choice\":\"required\",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}]}", "'tool_choice' \"required\" is not supported yet"},
+        BadCase{"{" M ",\"tool_choice\":\"required\"}", "'tool_choice' \"required\" needs 'tools'"},
         BadCase{"{" M ",\"tool_choice\":\"sometimes\"}", "'tool_choice' must be \"auto\", \"none\", \"required\" or a function object"},
         BadCase{"{" M ",\"tool_choice\":5}", "'tool_choice' must be a string or an object"},
         BadCase{"{" M ",\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"g\"}},\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}]}", "'tool_choice.function.name' 'g' is not one of 'tools'"},
-        BadCase{"{" M ",\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"f\"}},\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}]}", "'tool_choice' naming a function is not supported yet"},
         BadCase{"{" M ",\"stop\":\"x\",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}]}", "'stop' cannot be combined with callable 'tools'"}));
 #undef M
 
@@ -340,6 +343,42 @@ TEST(OpenAiRequest, ToolsKeepTheirDefinitionAndOrder) {
   auto none = parse_chat_request(chat(R"("tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":"none","stop":"x")"));
   ASSERT_TRUE(none.ok()) << none.error().message;  // stop is fine when calls are barred
   EXPECT_FALSE(none->tools_callable());
+}
+
+TEST(OpenAiRequest, StructuredOutputFieldsBecomeOneConstraint) {
+  auto schema = parse_chat_request(chat(
+      R"("response_format":{"type":"json_schema","json_schema":{"name":"p","strict":true,"schema":{"type":"object","properties":{"z":{"type":"integer"},"a":{"type":"string"}}}}})"));
+  ASSERT_TRUE(schema.ok()) << schema.error().message;
+  ASSERT_TRUE(schema->common.constraint);
+  EXPECT_EQ(schema->common.constraint->kind, OutputConstraint::Kind::kJsonSchema);
+  // Key order is kept: properties are generated in the order the schema declares them.
+  EXPECT_EQ(schema->common.constraint->text, R"({"type":"object","properties":{"z":{"type":"integer"},"a":{"type":"string"}}})");
+  EXPECT_EQ(schema->common.constraint->field, "response_format.json_schema.schema");
+  auto object = parse_chat_request(chat(R"("response_format":{"type":"json_object"})"));
+  ASSERT_TRUE(object.ok());
+  EXPECT_EQ(object->common.constraint->text, R"({"type":"object"})");
+  auto text = parse_chat_request(chat(R"("response_format":{"type":"text"})"));
+  ASSERT_TRUE(text.ok());
+  EXPECT_FALSE(text->common.constraint);
+  auto grammar = parse_completion_request(R"({"prompt":"x","grammar":"root ::= \"a\""})");
+  ASSERT_TRUE(grammar.ok()) << grammar.error().message;
+  EXPECT_EQ(grammar->common.constraint->kind, OutputConstraint::Kind::kGbnf);
+  EXPECT_EQ(grammar->common.constraint->text, R"(root ::= "a")");
+  auto regex = parse_completion_request(R"({"prompt":"x","regex":"[0-9]+"})");
+  ASSERT_TRUE(regex.ok());
+  EXPECT_EQ(regex->common.constraint->kind, OutputConstraint::Kind::kRegex);
+}
+
+TEST(OpenAiRequest, ForcedToolChoices) {
+  auto required = parse_chat_request(chat(R"("tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":"required")"));
+  ASSERT_TRUE(required.ok()) << required.error().message;
+  EXPECT_EQ(required->tool_choice.mode, ToolChoice::Mode::kRequired);
+  EXPECT_TRUE(required->tools_callable());
+  auto named = parse_chat_request(chat(
+      R"("tools":[{"type":"function","function":{"name":"f"}},{"type":"function","function":{"name":"g"}}],"tool_choice":{"type":"function","function":{"name":"g"}})"));
+  ASSERT_TRUE(named.ok()) << named.error().message;
+  EXPECT_EQ(named->tool_choice.mode, ToolChoice::Mode::kFunction);
+  EXPECT_EQ(named->tool_choice.function, "g");
 }
 
 TEST(OpenAiRequest, EmptyStopStringsAreDropped) {
