@@ -6,6 +6,7 @@
 #include <random>
 #include <vector>
 
+#include "sampling/logprobs.h"
 #include "sampling/sampler.h"
 
 namespace splash {
@@ -56,6 +57,18 @@ void BM_MinP005(benchmark::State& st) { run(st, with(1, 0, 1, 0.05f)); }
 void BM_Qwen3Chat(benchmark::State& st) { run(st, with(0.7f, 20, 0.8f, 0)); }
 void BM_LlamaCppDefault(benchmark::State& st) { run(st, with(0.8f, 40, 0.95f, 0.05f, 1.1f)); }
 
+// What `logprobs` adds per generated token (engine/lane.cpp): copying the raw row before sampling
+// changes it, then token_logprob; the argument is top_logprobs (0 or 20), on the peaked row.
+void BM_Logprobs(benchmark::State& st) {
+  const auto base = make_row(true);
+  std::vector<float> raw, scratch;
+  for (auto _ : st) {
+    raw.assign(base.begin(), base.end());
+    benchmark::DoNotOptimize(token_logprob(raw, 7, static_cast<int>(st.range(0)), scratch).logprob);
+  }
+}
+
+BENCHMARK(BM_Logprobs)->Arg(0)->Arg(20)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_Greedy)->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_PlainT1)->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_TopK40)->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond);

@@ -183,6 +183,9 @@ if(SPLASH_NODE)
   add_test(NAME e2e_openai_sdk
            COMMAND ${SPLASH_NODE} ${PROJECT_SOURCE_DIR}/tests/e2e/openai_sdk.test.mjs --splash $<TARGET_FILE:splash>)
   set_tests_properties(e2e_openai_sdk PROPERTIES LABELS e2e TIMEOUT 300 SKIP_RETURN_CODE 77)
+  add_test(NAME e2e_logprobs
+           COMMAND ${SPLASH_NODE} ${PROJECT_SOURCE_DIR}/tests/e2e/logprobs.test.mjs --splash $<TARGET_FILE:splash>)
+  set_tests_properties(e2e_logprobs PROPERTIES LABELS e2e TIMEOUT 300 SKIP_RETURN_CODE 77)
   # Structured output (response_format json_schema / json_object, grammar, regex) on a random-weight
   # tiny Qwen3, outputs validated by Ajv (JSON Schema 2020-12). ~10 s.
   add_test(NAME e2e_structured_output

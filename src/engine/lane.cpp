@@ -42,7 +42,10 @@ Result<std::unique_ptr<Lane>> Lane::create(uint64_t id, EngineRequest request, E
   if (n_prompt >= max_context)
     return make_error("submit: the prompt has ", n_prompt, " tokens; the model's context limit is ", max_context,
                       " (no room to generate)");
-  if (request.max_tokens <= 0) return make_error("submit: max_tokens = ", request.max_tokens, " must be > 0");
+  if (request.max_tokens < 0 || (request.max_tokens == 0 && !request.prompt_logprobs))
+    return make_error("submit: max_tokens = ", request.max_tokens, " must be > 0 (0 only when scoring the prompt)");
+  if (request.logprobs < -1 || request.logprobs > kMaxTopLogprobs)
+    return make_error("submit: logprobs = ", request.logprobs, " must be in [-1, ", kMaxTopLogprobs, "]");
   if (!callback) return make_error("submit: no callback");
   if (request.constraint && request.constraint->vocab().size() != n_vocab) {
     return make_error("submit: the constraint's vocabulary has ", request.constraint->vocab().size(),
@@ -71,7 +74,8 @@ Lane::Lane(uint64_t id, EngineRequest request, EngineCallback callback, const To
       max_context_(max_context) {
   const int64_t n_prompt = static_cast<int64_t>(request_.prompt.size());
   // The last sampled token is never fed back, so the KV reaches prompt + max_tokens - 1 at most.
-  max_positions_ = std::min(max_context_, n_prompt + request_.max_tokens - 1);
+  // A scoring-only request (max_tokens 0) still feeds its whole prompt.
+  max_positions_ = std::min(max_context_, n_prompt + std::max<int64_t>(request_.max_tokens, 1) - 1);
   ctx_ = request_.prompt;
   sampler_.accept_prompt(request_.prompt);
   submitted_ = admitted_ = EngineClock::now();
@@ -99,7 +103,28 @@ void Lane::emit_text(std::string text) {
   e.kind = EngineEvent::kText;
   e.text = std::move(text);
   e.tokens = std::move(pending_tokens_);
+  e.logprobs = std::move(pending_logprobs_);
   pending_tokens_.clear();
+  pending_logprobs_.clear();
+  callback_(e);
+}
+
+void Lane::on_prompt_rows(const float* rows, int64_t n_vocab, int64_t fed_at, int64_t n_rows) {
+  if (!wants_prompt_rows()) return;
+  const int top_n = std::max(request_.logprobs, 0);
+  for (int64_t i = 0; i < n_rows; ++i) {
+    // Row i sits at position fed_at + i and predicts the token after it.
+    const int64_t target = fed_at + i + 1;
+    if (target != static_cast<int64_t>(prompt_logprobs_.size()) + 1 || target >= n_prompt()) continue;
+    prompt_logprobs_.push_back(token_logprob({rows + i * n_vocab, static_cast<size_t>(n_vocab)},
+                                             request_.prompt[static_cast<size_t>(target)], top_n, logprob_scratch_));
+  }
+  if (static_cast<int64_t>(prompt_logprobs_.size()) < n_prompt() - 1) return;
+  prompt_scored_ = true;
+  EngineEvent e;
+  e.kind = EngineEvent::kText;
+  e.prompt_logprobs = std::move(prompt_logprobs_);
+  prompt_logprobs_ = {};
   callback_(e);
 }
 
@@ -135,6 +160,8 @@ Status Lane::sync_drafter(const ForwardOutput& out, size_t run, int64_t first_ro
 
 Lane::Step Lane::on_logits(std::span<float> logits, EngineClock::time_point now, int32_t proposal) {
   Step step;
+  // Logprobs come from the raw row: sampling below rewrites it (penalties, masks, temperature).
+  if (request_.logprobs >= 0) raw_row_.assign(logits.begin(), logits.end());
   if (request_.ignore_eos) {
     for (int32_t id : tokenizer_->eog_ids())
       if (id >= 0 && static_cast<size_t>(id) < logits.size()) logits[static_cast<size_t>(id)] = -std::numeric_limits<float>::infinity();
@@ -178,6 +205,8 @@ Lane::Step Lane::on_logits(std::span<float> logits, EngineClock::time_point now,
   sampler_.accept(tok);
   ctx_.push_back(tok);
   pending_tokens_.push_back(tok);
+  if (request_.logprobs >= 0)
+    pending_logprobs_.push_back(token_logprob(raw_row_, tok, request_.logprobs, logprob_scratch_));
   ++n_generated_;
   StopMatcher::Feed fed = stops_.feed(detok_.push(tok));
   if (!fed.emit.empty()) emit_text(std::move(fed.emit));

@@ -74,6 +74,19 @@ class Lane {
   EngineClock::time_point submitted() const { return submitted_; }
   bool past_deadline(EngineClock::time_point now) const { return now >= request_.deadline; }
 
+  // --- prompt logprobs (EngineRequest::prompt_logprobs)
+  // Prompt positions still need their logits: the scheduler asks for every row of the prefill chunk
+  // and skips the prefix cache lookup.
+  bool wants_prompt_rows() const {
+    return request_.prompt_logprobs && !prompt_scored_ && n_prompt() > 1;
+  }
+  // The rows of a prefill chunk fed at `fed_at` (kAll, n_rows of them, [n_rows, n_vocab]): the
+  // logprobs of the prompt tokens they predict; once all are in, a kText carries them. Rows already
+  // scored (a recomputation after preemption) are skipped.
+  void on_prompt_rows(const float* rows, int64_t n_vocab, int64_t fed_at, int64_t n_rows);
+  // max_tokens == 0: the request ends after its prefill without sampling.
+  bool scores_only() const { return request_.max_tokens == 0; }
+
   // After every prefill chunk (the last one before on_logits): a kProgress event when asked for and
   // this is the first prefill (not a recomputation).
   void after_prefill_chunk(EngineClock::time_point now);
@@ -139,6 +152,11 @@ class Lane {
   std::vector<int32_t> ctx_;             // [n_prompt + n_generated] prompt, then kept generated ids
   SequenceState seq_;                    // KV of ctx_[0, kv_len())
   std::vector<int32_t> pending_tokens_;  // generated ids whose text has not been streamed yet
+  std::vector<TokenLogprob> pending_logprobs_;  // [pending_tokens_.size()] when logprobs are asked for
+  std::vector<float> raw_row_;           // [n_vocab] the logits row before sampling changes it (logprobs)
+  std::vector<float> logprob_scratch_;   // [n_vocab] token_logprob's exp weights
+  std::vector<TokenLogprob> prompt_logprobs_;  // [<= n_prompt - 1] scored prompt tokens, prompt[1..]
+  bool prompt_scored_ = false;           // prompt_logprobs_ went out (a recomputation scores nothing)
   int64_t n_generated_ = 0;
   bool sampled_any_ = false;
   bool recomputing_ = false;

@@ -36,6 +36,7 @@
 #include "core/result.h"
 #include "engine/engine_metrics.h"
 #include "model/model.h"
+#include "sampling/logprobs.h"
 #include "sampling/sampling_params.h"
 #include "spec/drafter.h"
 #include "tokenizer/tokenizer.h"
@@ -45,7 +46,9 @@ namespace splash {
 struct EngineRequest {
   std::vector<int32_t> prompt;  // [n_prompt] token ids, already templated and tokenized, non-empty
   SamplingParams sampling;
-  int64_t max_tokens = 0;       // > 0: tokens to generate at most (an end-of-generation token excluded)
+  // > 0: tokens to generate at most (an end-of-generation token excluded); 0 only with
+  // prompt_logprobs (score the prompt, generate nothing: the request ends kLength after its prefill).
+  int64_t max_tokens = 0;
   std::vector<std::string> stop;  // stop strings, matched on the decoded text across tokens
   // Never stop at an end-of-generation token: those tokens are masked out before sampling (as
   // llama.cpp does), so the request runs to max_tokens, a stop string or the context limit.
@@ -54,6 +57,14 @@ struct EngineRequest {
   // Publish this request's KV pages (prompt and generated tokens) into the prefix cache for later
   // requests; false = read the cache but write nothing (spec 2.4 cache_prompt).
   bool cache_prompt = true;
+  // Log-probabilities in the model's raw distribution (sampling/logprobs.h: before temperature,
+  // penalties and filters). -1 = none (no cost); 0..kMaxTopLogprobs = every generated token's
+  // logprob plus that many most likely alternatives (EngineEvent::logprobs). Under speculative
+  // decoding they come from the verify pass's target rows, so they are those of plain decoding.
+  int logprobs = -1;
+  // The prompt's own logprobs (EngineEvent::prompt_logprobs, with max(logprobs, 0) alternatives): its
+  // logits are computed for every prompt position, so the prefix cache is not read for this request.
+  bool prompt_logprobs = false;
   std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
   // Structured output: every token is drawn from those the matcher allows (the others' logits are
   // -inf before any sampler), and the request stops where only an end can follow. Its vocabulary must
@@ -82,6 +93,10 @@ struct EngineEvent {
   // Every generated id appears in exactly one kText; `text` may be empty (e.g. at the end).
   std::string text;
   std::vector<int32_t> tokens;
+  std::vector<TokenLogprob> logprobs;  // [tokens.size()] when EngineRequest::logprobs >= 0, else empty
+  // EngineRequest::prompt_logprobs: [n_prompt - 1] for prompt[1..] (the first token has no context),
+  // once, in a kText of its own (no text, no tokens) before any generated token's.
+  std::vector<TokenLogprob> prompt_logprobs;
   // kDone
   FinishReason finish = FinishReason::kStop;
   std::string error;  // kError: what failed
@@ -205,8 +220,9 @@ class Engine {
 
   // Validates and queues the request; returns its id (> 0). Errors (the callback is never called):
   // an empty prompt, ids outside the vocabulary, a prompt at or past the context limit, max_tokens
-  // <= 0, bad sampling parameters or stop strings, "capacity_exhausted" when the request could not fit
-  // the KV pool even alone, "queue full" when queue_size requests are admitted, "shutting down".
+  // <= 0 (0 allowed with prompt_logprobs), logprobs outside [-1, 20], bad sampling parameters or stop
+  // strings, "capacity_exhausted" when the request could not fit the KV pool even alone, "queue full"
+  // when queue_size requests are admitted, "shutting down".
   Result<uint64_t> submit(EngineRequest request, EngineCallback callback);
 
   // The request ends with kDone(kCancelled) before the engine runs another forward pass; its lane

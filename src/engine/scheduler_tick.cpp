@@ -9,6 +9,10 @@
 
 namespace splash {
 
+namespace {
+constexpr int64_t kPromptLogprobChunk = 256;  // prefill rows per pass while a prompt is being scored
+}  // namespace
+
 int64_t EngineImpl::pages_needed(const Lane& lane, int64_t n_new) const {
   const KvPageTable& t = lane.seq().kv;
   const int64_t have = static_cast<int64_t>(t.pages.size());
@@ -24,7 +28,8 @@ int64_t EngineImpl::reclaim(int64_t n) {
 }
 
 void EngineImpl::cache_lookup(Lane& lane) {
-  if (!cache_) {
+  // Prompt logprobs need every prompt position's logits, so nothing of the prompt comes from the cache.
+  if (!cache_ || lane.wants_prompt_rows()) {
     lane.adopt_prefix({});
     return;
   }
@@ -211,6 +216,8 @@ void EngineImpl::tick(std::vector<uint64_t> cancels) {
       const int64_t at = cache_->next_checkpoint(prefill->resumed_at(), prefill->kv_len(), prefill->n_prompt());
       if (at > prefill->kv_len()) chunk = std::min(chunk, at - prefill->kv_len());
     }
+    // Scoring the prompt keeps every row's logits ([chunk, n_vocab] floats): bound that buffer.
+    if (prefill->wants_prompt_rows()) chunk = std::min<int64_t>(chunk, kPromptLogprobChunk);
     for (;;) {
       const int64_t reserve = run_decode ? decode_need + static_cast<int64_t>(decoders.size()) : 0;
       const int64_t want = std::min(chunk, prefill->to_feed());
@@ -256,7 +263,8 @@ void EngineImpl::tick(std::vector<uint64_t> cancels) {
   const size_t n_decode = runs.size();
   if (run_prefill) {
     const bool ends = n_chunk == prefill->to_feed();
-    runs.push_back({&prefill->seq(), prefill->feed(n_chunk), ends ? LogitRows::kLast : LogitRows::kNone});
+    const LogitRows rows = prefill->wants_prompt_rows() ? LogitRows::kAll : ends ? LogitRows::kLast : LogitRows::kNone;
+    runs.push_back({&prefill->seq(), prefill->feed(n_chunk), rows});
     run_lanes.push_back(prefill);
   }
   if (runs.empty()) {
@@ -302,15 +310,23 @@ void EngineImpl::tick(std::vector<uint64_t> cancels) {
     Lane* lane = run_lanes[r];
     const int64_t n_fed = static_cast<int64_t>(runs[r].tokens.size());
     const int64_t fed_at = lane->kv_len() - n_fed;  // position of the run's first token
+    bool sample = runs[r].logits != LogitRows::kNone;
     if (r >= n_decode) {
       cache_publish(*lane);  // whole pages as they complete: a request right behind reuses them
       lane->after_prefill_chunk(now);
+      if (runs[r].logits == LogitRows::kAll) lane->on_prompt_rows(out_.logits_at(r, 0), out_.n_vocab, fed_at, n_fed);
+      sample = lane->to_feed() == 0;  // the prompt's last chunk (kAll rows come with every chunk)
+      if (sample && lane->scores_only()) {
+        finished.emplace_back(lane, Lane::Step{});
+        finished.back().second.finish = FinishReason::kLength;
+        continue;
+      }
     }
     // Rows in order; a verify run goes on while the committed token is the proposal (spec/verify.h).
     const int64_t k = r < n_decode ? lane->n_proposals() : 0;
     int64_t n_accepted = 0;
     bool lane_finished = false;
-    for (int64_t i = 0; i <= k && runs[r].logits != LogitRows::kNone; ++i) {
+    for (int64_t i = 0; i <= k && sample; ++i) {
       float* row = out_.logits.data() + (k > 0 ? out_.logits_offset[r] + i : out_.logits_offset[r + 1] - 1) * out_.n_vocab;
       const int32_t proposal = i < k ? lane->block()[static_cast<size_t>(i + 1)] : -1;
       Lane::Step step = lane->on_logits({row, static_cast<size_t>(out_.n_vocab)}, now, proposal);

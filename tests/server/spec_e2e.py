@@ -5,6 +5,8 @@ draft model:
 
 - greedy answers with --spec draft (--draft-model the Q4_0 copy), lookup and auto are the answers of
   --spec off, for completions, chat, streaming and two requests decoding at once (one batched verify);
+- greedy logprobs (chat and completions, top 5, streamed and not) are identical with --spec draft and
+  --spec off: they come from the verify pass's target rows;
 - /status reports the drafter's work (metrics.drafted_tokens, draft_methods) and the Ready-time
   "Speculative · METHOD · block N" line names what runs;
 - flag errors: an unknown --spec, a bad --spec-block, --spec mtp with --draft-model (exit 2); a
@@ -62,6 +64,39 @@ def chat(server, prompt):
     return j["choices"][0]["message"]["content"]
 
 
+def completion_logprobs(server, prompt, stream=False):
+    body = {"model": "q.gguf", "prompt": prompt, "max_tokens": 32, "temperature": 0, "stream": stream, "logprobs": 5}
+    status, _, text = server.request("POST", "/v1/completions", body)
+    assert status == 200, text
+    if not stream:
+        return json.loads(text)["choices"][0]["logprobs"]
+    out = {"tokens": [], "token_logprobs": [], "top_logprobs": [], "text_offset": []}
+    for ev in serve_e2e.sse_events(text):
+        if ev == "[DONE]":
+            continue
+        for c in json.loads(ev).get("choices", []):
+            for k, v in (c.get("logprobs") or {}).items():
+                out[k] += v
+    return out
+
+
+def chat_logprobs(server, prompt):
+    body = {"model": "q.gguf", "messages": [{"role": "user", "content": prompt}], "max_tokens": 24,
+            "temperature": 0, "logprobs": True, "top_logprobs": 5}
+    status, _, j = server.json("POST", "/v1/chat/completions", body)
+    assert status == 200, j
+    return j["choices"][0]["logprobs"]["content"]
+
+
+def logprob_answers(server):
+    got = [completion_logprobs(server, p) for p in PROMPTS[:2]]
+    got.append(completion_logprobs(server, PROMPTS[0], stream=True))
+    got.append(chat_logprobs(server, PROMPTS[0]))
+    for lp in got[:3]:
+        assert len(lp["tokens"]) == 32 and all(v is not None for v in lp["token_logprobs"]), lp
+    return got
+
+
 def metrics(server):
     code, _, j = server.json("GET", "/status")
     assert code == 200
@@ -81,6 +116,7 @@ class Speculative(unittest.TestCase):
         try:
             cls.plain = answers(s)
             cls.plain_stream = complete(s, PROMPTS[1], stream=True)
+            cls.plain_logprobs = logprob_answers(s)
             assert "Speculative · off" in s.lines, s.lines
             assert metrics(s)["drafted_tokens"] == 0
         finally:
@@ -109,6 +145,18 @@ class Speculative(unittest.TestCase):
             for t in threads:
                 t.join()
             self.assertEqual(got, self.plain[:2])
+        finally:
+            s.stop()
+
+    def test_logprobs_identical_with_speculation(self):
+        """Exact, not close: every logprob of a verified token is computed from the target's own row."""
+        s = serve_e2e.Server("--spec", "draft", "--draft-model", DRAFT).wait_ready()
+        try:
+            got = logprob_answers(s)
+            for i, (a, b) in enumerate(zip(got, self.plain_logprobs)):
+                self.assertEqual(a, b, "answer %d" % i)
+            m = metrics(s)
+            self.assertGreater(m["accepted_draft_tokens"], 0, m)
         finally:
             s.stop()
 

@@ -5,6 +5,7 @@
 
 #include "server/app/app.h"
 #include "server/openai/json_input.h"
+#include "server/openai/logprobs.h"
 #include "server/openai/render.h"
 #include "server/openai/request.h"
 #include "server/openai/response.h"
@@ -20,6 +21,12 @@ void respond_api_error(http::ResponseWriter& w, const openai::ApiError& e) {
 }
 
 int64_t unix_now() { return static_cast<int64_t>(std::time(nullptr)); }
+
+// Token texts for logprobs (empty when the request did not ask); the tokenizer outlives every request.
+openai::TokenPiece token_piece(const Tokenizer& tok, const std::optional<int>& logprobs) {
+  if (!logprobs) return {};
+  return [&tok](int32_t id) { return tok.token_to_piece(id); };
+}
 
 }  // namespace
 
@@ -89,12 +96,13 @@ void App::handle_chat(const http::Request& req, const Writer& w) {
   openai::ResponseMeta meta{ids.next("chatcmpl-"), unix_now(), config_.model_id};
   apply_common(r.common, g);
   g.max_tokens = r.max_tokens;
+  g.logprobs = r.common.logprobs.value_or(-1);
   g.output.split = true;
   g.output.chat = openai::ChatOutputOptions::for_request(r, *prompt);
   if (auto e = apply_constraint(r, g.output.chat.start_in_reasoning, g)) return respond_api_error(*w, *e);
   gen::encode_prompt(*deps_.tokenizer, *prompt, /*add_special=*/false, deps_.plan->maximum_context_tokens, g);
   auto wire = openai::chat_wire(meta, g.output.chat, openai::StreamOptions{r.common.include_usage, r.common.return_progress},
-                                r.common.stream);
+                                r.common.stream, token_piece(*deps_.tokenizer, r.common.logprobs));
   gen::generate(generation_context(), std::move(g), std::move(wire), w);
 }
 
@@ -121,8 +129,16 @@ void App::handle_completion(const http::Request& req, const Writer& w) {
   } else {
     g.prompt = std::get<std::vector<int32_t>>(r.prompt);
   }
+  g.logprobs = r.common.logprobs.value_or(-1);
+  std::optional<openai::CompletionEcho> echo;
+  if (r.echo) {
+    const auto* text = std::get_if<std::string>(&r.prompt);
+    echo = openai::CompletionEcho{text ? *text : deps_.tokenizer->decode(g.prompt), g.prompt};
+    // max_tokens 0 generates nothing: the engine only scores the prompt (as it must for its logprobs).
+    g.prompt_logprobs = r.common.logprobs.has_value() || r.max_tokens == 0;
+  }
   auto wire = openai::completion_wire(meta, openai::StreamOptions{r.common.include_usage, r.common.return_progress},
-                                      r.common.stream);
+                                      r.common.stream, token_piece(*deps_.tokenizer, r.common.logprobs), std::move(echo));
   gen::generate(generation_context(), std::move(g), std::move(wire), w);
 }
 

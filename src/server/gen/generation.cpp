@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <deque>
 #include <mutex>
+#include <utility>
 
 #include "core/result.h"
 #include "server/app/engine_host.h"
@@ -117,19 +118,22 @@ class GenerationJob : public KeepAliveTarget {
   }
 
  private:
-  void feed(std::string_view piece, int64_t n_tokens) {
+  void feed(std::string_view piece, int64_t n_tokens, std::span<const TokenLogprob> logprobs = {}) {
+    logprobs_.insert(logprobs_.end(), logprobs.begin(), logprobs.end());
     std::vector<Event> events;
     if (chat_) {
       append_events(chat_->feed(piece, n_tokens), open_call_, events);
       close_if_complete(events);
-    } else if (!piece.empty()) {
+    } else if (!piece.empty() || !logprobs_.empty()) {
       text_ += piece;
       Event e;
       e.kind = Event::Kind::kText;
       e.text = std::string(piece);
       events.push_back(std::move(e));
     }
-    if (!events.empty()) writer_->events(events, sink_);
+    if (events.empty()) return;
+    events.front().logprobs = std::exchange(logprobs_, {});
+    writer_->events(events, sink_);
   }
 
   // The parser saw `</tool_call>`: the call is done now, not when the next part arrives.
@@ -149,7 +153,8 @@ class GenerationJob : public KeepAliveTarget {
         if (stream_ && want_progress_) writer_->progress(openai::PromptProgress{e.total, e.cache, e.processed, e.time_ms}, sink_);
         return;
       case EngineEvent::kText:
-        feed(e.text, static_cast<int64_t>(e.tokens.size()));
+        if (!e.prompt_logprobs.empty()) return writer_->prompt_scored(e.prompt_logprobs, sink_);
+        feed(e.text, static_cast<int64_t>(e.tokens.size()), e.logprobs);
         return;
       case EngineEvent::kDone:
         done_ = true;
@@ -166,7 +171,10 @@ class GenerationJob : public KeepAliveTarget {
     std::vector<Event> events;
     if (chat_) append_events(chat_->finish(), open_call_, events);
     append_events({}, open_call_, events);  // closes a call cut by the end of output
-    if (!events.empty()) writer_->events(events, sink_);
+    if (!events.empty()) {
+      events.front().logprobs = std::exchange(logprobs_, {});
+      writer_->events(events, sink_);
+    }
     Finish f;
     f.end = end;
     if (e.stop_index >= 0) f.stop_index = e.stop_index;
@@ -176,6 +184,7 @@ class GenerationJob : public KeepAliveTarget {
     f.stats.load_ms = load_wait_ms;
     f.output = chat_ ? &*chat_ : nullptr;
     f.text = text_;
+    f.logprobs = std::exchange(logprobs_, {});
     writer_->finish(f, sink_);
   }
 
@@ -185,6 +194,7 @@ class GenerationJob : public KeepAliveTarget {
   bool stream_, want_progress_;
   std::optional<openai::ChatOutput> chat_;
   std::string text_;  // plain output
+  std::vector<TokenLogprob> logprobs_;  // generated tokens' logprobs no event has carried yet
   int open_call_ = -1;
   bool started_ = false, done_ = false, clamped_ = false;
   std::deque<EngineEvent> held_;
@@ -240,6 +250,8 @@ void generate(const GenerationContext& ctx, GenerationRequest r, std::unique_ptr
   req.ignore_eos = r.ignore_eos;
   req.cache_prompt = r.cache_prompt;
   req.want_progress = r.stream && r.want_progress;
+  req.logprobs = r.logprobs;
+  req.prompt_logprobs = r.prompt_logprobs;
   req.constraint = std::move(r.constraint);
   std::optional<Clock::time_point> deadline;
   if (ctx.server_timeout) deadline = r.arrival + *ctx.server_timeout;

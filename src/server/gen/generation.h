@@ -10,8 +10,8 @@
 //   gen::generate(ctx, std::move(g), std::move(writer), http_writer);  // returns at once
 //
 // Refusals before the engine runs (context exceeded, queue full, ...) go to WireWriter::refuse; after
-// submit the writer sees, in this order: open() (streams only), then any of progress() / events() /
-// keepalive(), then exactly one of finish() or fail(). All calls for one request are serialized by
+// submit the writer sees, in this order: open() (streams only), then any of progress() / prompt_scored()
+// / events() / keepalive(), then exactly one of finish() or fail(). All calls for one request are serialized by
 // the job's lock and run on the engine's callback thread or the keep-alive thread; writers must not
 // block (the transport buffers).
 #pragma once
@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "engine/scheduler.h"
+#include "sampling/logprobs.h"
 #include "sampling/sampling_params.h"
 #include "server/http/message.h"
 #include "server/openai/api_error.h"
@@ -76,18 +77,16 @@ struct GenerationRequest {
   Clock::time_point arrival = Clock::now();
   bool stream = false;
   OutputRules output;
+  // Log-probabilities of the generated tokens with this many alternatives each (0..kMaxTopLogprobs);
+  // -1 = none (EngineRequest::logprobs: the model's raw distribution, no cost when off).
+  int logprobs = -1;
+  // The prompt's own log-probabilities (completions `echo`): WireWriter::prompt_scored gets them before
+  // any output. Needed for max_tokens 0, which generates nothing; the prefix cache is not read.
+  bool prompt_logprobs = false;
   std::shared_ptr<constrain::Matcher> constraint;  // structured output (EngineRequest::constraint)
 };
 
 // --- the internal events ----------------------------------------------------------------------------
-
-// Room for per-token log-probabilities on text events (OpenAI logprobs); the engine reports none yet,
-// so the list is empty until a request can ask for them.
-struct TokenLogprob {
-  int32_t token = 0;
-  float logprob = 0;
-  std::vector<std::pair<int32_t, float>> top;  // the most likely alternatives
-};
 
 struct Event {
   enum class Kind : uint8_t {
@@ -102,7 +101,12 @@ struct Event {
   int index = 0;                       // tool calls: position of the call in this response
   std::string id;                      // kToolCallStart: "call_..." (OutputRules.chat.call_id_prefix)
   std::string name;                    // kToolCallStart
-  std::vector<TokenLogprob> logprobs;  // kText: empty unless asked for
+  // GenerationRequest::logprobs >= 0: the generated tokens whose text went out with this event or an
+  // earlier one and were not listed yet, in order (the first event made from an engine piece carries
+  // its tokens; tokens of text held back ride on a later event, the rest on Finish::logprobs). Any
+  // kind: reasoning and tool-call tokens are listed too. Plain output sends a kText with empty text
+  // rather than hold them. Empty when not asked for.
+  std::vector<TokenLogprob> logprobs;
 };
 
 // How generation ended, with the figures every API's usage block is built from.
@@ -114,6 +118,7 @@ struct Finish {
   openai::GenerationStats stats;      // prompt, cached, completion tokens and timings
   const openai::ChatOutput* output = nullptr;  // split output: everything parsed (valid during finish())
   std::string_view text;              // plain output: all of it (valid during finish())
+  std::vector<TokenLogprob> logprobs;  // tokens no event listed (Event::logprobs), e.g. of held-back text
 };
 
 // Where a writer puts bytes; tracks the time of the last write for keep-alives.
@@ -144,6 +149,9 @@ class WireWriter {
   virtual void open(Sink& out) = 0;
   // Streams with want_progress: after each prefill chunk.
   virtual void progress(const openai::PromptProgress& p, Sink& out) = 0;
+  // GenerationRequest::prompt_logprobs: the prompt's scores, for prompt[1..] (the first token has no
+  // context), once, before any events. Only the writers of APIs that ask for them override it.
+  virtual void prompt_scored(std::span<const TokenLogprob> /*scored*/, Sink& /*out*/) {}
   // Output deltas in order; several per engine piece. Streams render them now; bodies may collect
   // them (or read Finish::output at the end).
   virtual void events(std::span<const Event> events, Sink& out) = 0;

@@ -184,14 +184,6 @@ ApiResult<ToolChoice> parse_tool_choice(const FieldReader& top, const std::vecto
   return choice;
 }
 
-ApiResult<Ok> check_refusals(const FieldReader& r) {
-  SPLASH_OAI_TRY(auto logprobs, r.boolean("logprobs"));
-  if (logprobs.value_or(false)) return invalid_request("'logprobs' is not supported");
-  SPLASH_OAI_TRY(auto top_logprobs, r.integer("top_logprobs"));
-  if (top_logprobs && *top_logprobs != 0) return invalid_request("'top_logprobs' is not supported");
-  return Ok{};
-}
-
 }  // namespace
 
 bool is_reasoning_effort(std::string_view effort) {
@@ -227,8 +219,13 @@ ApiResult<ChatRequest> parse_chat_request(const nlohmann::ordered_json& body) {
   if (max_completion && *max_completion <= 0) return invalid_request("'max_completion_tokens' must be greater than 0");
   if (max_tokens && *max_tokens <= 0) return invalid_request("'max_tokens' must be greater than 0");
   req.max_tokens = max_completion ? max_completion : max_tokens;
-  SPLASH_OAI_TRY(auto refused, check_refusals(r));
-  (void)refused;
+  SPLASH_OAI_TRY(auto logprobs, r.boolean("logprobs"));
+  SPLASH_OAI_TRY(auto top_logprobs, r.integer("top_logprobs"));
+  if (top_logprobs && (*top_logprobs < 0 || *top_logprobs > 20))
+    return invalid_request("'top_logprobs' must be an integer from 0 to 20");
+  if (top_logprobs && *top_logprobs > 0 && !logprobs.value_or(false))
+    return invalid_request("'top_logprobs' needs 'logprobs': true");
+  if (logprobs.value_or(false)) req.common.logprobs = static_cast<int>(top_logprobs.value_or(0));
   if (!req.common.stop.empty() && req.tools_callable()) {
     // Spec 2.4: a stop string could cut a tool call in half.
     return invalid_request("'stop' cannot be combined with callable 'tools'");

@@ -51,16 +51,20 @@ ApiResult<CompletionRequest> parse_completion_request(const nlohmann::ordered_js
   CompletionRequest req;
   SPLASH_OAI_TRY(req.common, parse_common_fields(r));
   SPLASH_OAI_TRY(req.prompt, parse_prompt(r));
+  SPLASH_OAI_TRY(auto echo, r.boolean("echo"));
+  req.echo = echo.value_or(false);
   SPLASH_OAI_TRY(auto max_tokens, r.integer("max_tokens"));
   if (max_tokens) {
-    if (*max_tokens <= 0) return invalid_request("'max_tokens' must be greater than 0");
+    if (*max_tokens < 0 || (*max_tokens == 0 && !req.echo))
+      return invalid_request("'max_tokens' must be greater than 0 (0 only with 'echo': true)");
     req.max_tokens = *max_tokens;
   }
-  // Completions' logprobs is a count; 0 asks for none.
+  // Completions' logprobs is the number of alternatives per token (OpenAI allows up to 5).
   SPLASH_OAI_TRY(auto logprobs, r.integer("logprobs"));
-  if (logprobs && *logprobs != 0) return invalid_request("'logprobs' is not supported");
-  SPLASH_OAI_TRY(auto echo, r.boolean("echo"));
-  if (echo.value_or(false)) return invalid_request("'echo' is not supported");
+  if (logprobs) {
+    if (*logprobs < 0 || *logprobs > 5) return invalid_request("'logprobs' must be an integer from 0 to 5");
+    req.common.logprobs = static_cast<int>(*logprobs);
+  }
   SPLASH_OAI_TRY(auto best_of, r.integer("best_of"));
   if (best_of && *best_of != 1) return invalid_request("'best_of' must be 1");
   SPLASH_OAI_TRY(auto suffix, r.string("suffix"));

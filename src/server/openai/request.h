@@ -1,7 +1,7 @@
 // OpenAI request bodies -> validated structs (spec 2.4). Every rule of the spec is checked here and
 // answered with a 400 naming the field ("'temperature' must be a number"); fields this server does
 // not know are ignored (OpenAI clients send many), fields it knows but cannot honour (n > 1,
-// logprobs, logit_bias, images, JSON response formats) are refused, never silently dropped. A JSON
+// logit_bias, images, suffix) are refused, never silently dropped. A JSON
 // null counts as "not sent" for every optional field.
 //
 // What is left to the caller (it needs the served model or the tokenizer): `model` against the
@@ -61,6 +61,9 @@ struct CommonFields {
   bool ignore_eos = false;
   std::string priority = "normal";    // foreground | normal | background
   bool cache_prompt = true;           // false: this request's KV is not written to the prefix cache
+  // Log-probabilities of the generated tokens, with this many alternatives each; nullopt = none.
+  // Chat: `logprobs: true` and `top_logprobs` (0-20); completions: `logprobs` (0-5).
+  std::optional<int> logprobs;
   SamplingFields sampling;
   // response_format json_object / json_schema, `grammar` (GBNF) or `regex`; at most one.
   std::optional<OutputConstraint> constraint;
@@ -120,7 +123,10 @@ struct ChatRequest {
 struct CompletionRequest {
   CommonFields common;
   std::variant<std::string, std::vector<int32_t>> prompt;  // text, or token ids (non-empty)
-  int64_t max_tokens = 16;                                 // > 0 (OpenAI's default for completions)
+  int64_t max_tokens = 16;  // > 0 (OpenAI's default for completions); 0 only with echo (score the prompt)
+  // The prompt comes back before the completion (its logprobs too, with `logprobs`; the first
+  // token's is null): lm-evaluation-harness's loglikelihood requests send echo + max_tokens 0.
+  bool echo = false;
 };
 
 // `body` is the raw request body (UTF-8 JSON, nesting <= 128).

@@ -60,10 +60,12 @@ nlohmann::ordered_json timings_json(const GenerationStats& stats);
 
 // chat.completion from a finished ChatOutput (finish() already called). content is null when the
 // answer is only tool calls; reasoning_content and tool_calls appear when non-empty.
+// `logprobs` (server/openai/logprobs.h) goes into the choice when the request asked for it; null
+// leaves chat without the key and completions with "logprobs": null.
 std::string chat_completion_body(const ResponseMeta& meta, const ChatOutput& output, GenerationEnd end,
-                                 const GenerationStats& stats);
+                                 const GenerationStats& stats, const nlohmann::ordered_json& logprobs = nullptr);
 std::string text_completion_body(const ResponseMeta& meta, std::string_view text, GenerationEnd end,
-                                 const GenerationStats& stats);
+                                 const GenerationStats& stats, const nlohmann::ordered_json& logprobs = nullptr);
 
 // --- streams --------------------------------------------------------------------------------------
 
@@ -83,8 +85,11 @@ class ChatStream {
   std::optional<std::string> progress(const PromptProgress& p) const;
   // An empty-delta chunk (keep-alive once the stream has started).
   std::string keepalive() const;
-  // Delta chunks for one model text piece (zero or more: text may be held back).
-  std::vector<std::string> text(std::string_view piece, int64_t n_tokens = 0);
+  // Delta chunks for one model text piece (zero or more: text may be held back). `logprobs`: the
+  // chat_logprob_entries of the piece's tokens; they ride on the next chunk that goes out (this
+  // piece's first, or a later one while text is held back, at the latest the finish chunk).
+  std::vector<std::string> text(std::string_view piece, int64_t n_tokens = 0,
+                                const nlohmann::ordered_json& logprobs = nullptr);
   // Held-back deltas, the chunk with finish_reason and timings, then the usage chunk (choices [])
   // when include_usage. For kCancelled / kTimeout / kError use generation_error + error_chunk.
   std::vector<std::string> finish(GenerationEnd end, const GenerationStats& stats);
@@ -93,17 +98,22 @@ class ChatStream {
 
   // The same chunks for output parsed elsewhere (the generation seam owns the ChatOutput): one delta
   // chunk per part, and the closing chunks (finish_reason + timings, then usage when asked).
-  std::vector<std::string> chunks(const std::vector<OutputPart>& parts) const;
+  // `logprobs` (chat_logprob_entries) ride on the next chunk that goes out, as with text().
+  std::vector<std::string> chunks(const std::vector<OutputPart>& parts,
+                                  const nlohmann::ordered_json& logprobs = nullptr);
   std::vector<std::string> end_chunks(GenerationEnd end, const GenerationStats& stats, bool made_tool_calls,
-                                      int64_t reasoning_tokens) const;
+                                      int64_t reasoning_tokens, const nlohmann::ordered_json& logprobs = nullptr);
 
  private:
   nlohmann::ordered_json chunk_json(nlohmann::ordered_json delta, const nlohmann::ordered_json& finish) const;
   std::string chunk(nlohmann::ordered_json delta, const nlohmann::ordered_json& finish) const;
+  void hold_logprobs(const nlohmann::ordered_json& entries);
+  void attach_logprobs(nlohmann::ordered_json& chunk);
 
   ResponseMeta meta_;
   StreamOptions options_;
   ChatOutput output_;
+  nlohmann::ordered_json pending_logprobs_ = nlohmann::ordered_json::array();  // entries not sent yet
 };
 
 // text_completion chunk payloads for one streamed /v1/completions request.
@@ -112,11 +122,13 @@ class CompletionStream {
   CompletionStream(ResponseMeta meta, StreamOptions options);
   std::optional<std::string> progress(const PromptProgress& p) const;  // empty-text chunk
   std::string keepalive() const;
-  std::optional<std::string> text(std::string_view piece);              // nullopt for an empty piece
+  // nullopt for an empty piece without logprobs; `logprobs` (CompletionLogprobs::take) goes into the chunk.
+  std::optional<std::string> text(std::string_view piece, const nlohmann::ordered_json& logprobs = nullptr);
   std::vector<std::string> finish(GenerationEnd end, const GenerationStats& stats);
 
  private:
-  nlohmann::ordered_json chunk_json(std::string_view text, const nlohmann::ordered_json& finish) const;
+  nlohmann::ordered_json chunk_json(std::string_view text, const nlohmann::ordered_json& finish,
+                                    const nlohmann::ordered_json& logprobs = nullptr) const;
   std::string chunk(std::string_view text, const nlohmann::ordered_json& finish) const;
   ResponseMeta meta_;
   StreamOptions options_;

@@ -58,7 +58,7 @@ ojson timings_json(const GenerationStats& s) {
 }
 
 std::string chat_completion_body(const ResponseMeta& meta, const ChatOutput& output, GenerationEnd end,
-                                 const GenerationStats& stats) {
+                                 const GenerationStats& stats, const ojson& logprobs) {
   const auto& calls = output.tool_calls();
   ojson message = ojson::object();
   message["role"] = "assistant";
@@ -83,6 +83,7 @@ std::string chat_completion_body(const ResponseMeta& meta, const ChatOutput& out
   ojson choice = ojson::object();
   choice["index"] = 0;
   choice["message"] = std::move(message);
+  if (!logprobs.is_null()) choice["logprobs"] = logprobs;
   choice["finish_reason"] = finish_reason(end, !calls.empty());
   ojson body = ojson::object();
   body["id"] = meta.id;
@@ -96,11 +97,11 @@ std::string chat_completion_body(const ResponseMeta& meta, const ChatOutput& out
 }
 
 std::string text_completion_body(const ResponseMeta& meta, std::string_view text, GenerationEnd end,
-                                 const GenerationStats& stats) {
+                                 const GenerationStats& stats, const ojson& logprobs) {
   ojson choice = ojson::object();
   choice["index"] = 0;
   choice["text"] = std::string(text);
-  choice["logprobs"] = nullptr;
+  choice["logprobs"] = logprobs;
   choice["finish_reason"] = finish_reason(end, false);
   ojson body = ojson::object();
   body["id"] = meta.id;

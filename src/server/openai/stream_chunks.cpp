@@ -1,5 +1,8 @@
 // Stream chunk payloads (spec 2.6).
+#include <utility>
+
 #include "server/openai/json_input.h"
+#include "server/openai/logprobs.h"
 #include "server/openai/response.h"
 
 namespace splash::openai {
@@ -69,7 +72,23 @@ std::optional<std::string> ChatStream::progress(const PromptProgress& p) const {
 
 std::string ChatStream::keepalive() const { return chunk(ojson::object(), nullptr); }
 
-std::vector<std::string> ChatStream::chunks(const std::vector<OutputPart>& parts) const {
+void ChatStream::hold_logprobs(const ojson& entries) {
+  if (entries.is_array())
+    for (const ojson& e : entries) pending_logprobs_.push_back(e);
+}
+
+void ChatStream::attach_logprobs(ojson& chunk) {
+  if (pending_logprobs_.empty()) return;
+  // OpenAI's key order: index, delta, logprobs, finish_reason.
+  ojson& choice = chunk["choices"][0];
+  ojson finish = std::move(choice["finish_reason"]);
+  choice.erase("finish_reason");
+  choice["logprobs"] = chat_logprobs(std::exchange(pending_logprobs_, ojson::array()));
+  choice["finish_reason"] = std::move(finish);
+}
+
+std::vector<std::string> ChatStream::chunks(const std::vector<OutputPart>& parts, const ojson& logprobs) {
+  hold_logprobs(logprobs);
   std::vector<std::string> out;
   for (const OutputPart& p : parts) {
     ojson delta = ojson::object();
@@ -93,13 +112,15 @@ std::vector<std::string> ChatStream::chunks(const std::vector<OutputPart>& parts
         break;
       }
     }
-    out.push_back(chunk(std::move(delta), nullptr));
+    ojson c = chunk_json(std::move(delta), nullptr);
+    attach_logprobs(c);
+    out.push_back(dump_json(c));
   }
   return out;
 }
 
-std::vector<std::string> ChatStream::text(std::string_view piece, int64_t n_tokens) {
-  return chunks(output_.feed(piece, n_tokens));
+std::vector<std::string> ChatStream::text(std::string_view piece, int64_t n_tokens, const ojson& logprobs) {
+  return chunks(output_.feed(piece, n_tokens), logprobs);
 }
 
 std::vector<std::string> ChatStream::finish(GenerationEnd end, const GenerationStats& stats) {
@@ -110,9 +131,11 @@ std::vector<std::string> ChatStream::finish(GenerationEnd end, const GenerationS
 }
 
 std::vector<std::string> ChatStream::end_chunks(GenerationEnd end, const GenerationStats& stats, bool made_tool_calls,
-                                                int64_t reasoning_tokens) const {
+                                                int64_t reasoning_tokens, const ojson& logprobs) {
+  hold_logprobs(logprobs);
   std::vector<std::string> out;
   ojson last = chunk_json(ojson::object(), finish_reason(end, made_tool_calls));
+  attach_logprobs(last);
   last["timings"] = timings_json(stats);
   out.push_back(dump_json(last));
   if (options_.include_usage) {
@@ -126,11 +149,11 @@ std::vector<std::string> ChatStream::end_chunks(GenerationEnd end, const Generat
 CompletionStream::CompletionStream(ResponseMeta meta, StreamOptions options)
     : meta_(std::move(meta)), options_(options) {}
 
-ojson CompletionStream::chunk_json(std::string_view text, const ojson& finish) const {
+ojson CompletionStream::chunk_json(std::string_view text, const ojson& finish, const ojson& logprobs) const {
   ojson choice = ojson::object();
   choice["index"] = 0;
   choice["text"] = std::string(text);
-  choice["logprobs"] = nullptr;
+  choice["logprobs"] = logprobs;
   choice["finish_reason"] = finish;
   ojson c = ojson::object();
   c["id"] = meta_.id;
@@ -154,9 +177,9 @@ std::optional<std::string> CompletionStream::progress(const PromptProgress& p) c
 
 std::string CompletionStream::keepalive() const { return chunk("", nullptr); }
 
-std::optional<std::string> CompletionStream::text(std::string_view piece) {
-  if (piece.empty()) return std::nullopt;
-  return chunk(piece, nullptr);
+std::optional<std::string> CompletionStream::text(std::string_view piece, const ojson& logprobs) {
+  if (piece.empty() && logprobs.is_null()) return std::nullopt;
+  return dump_json(chunk_json(piece, nullptr, logprobs));
 }
 
 std::vector<std::string> CompletionStream::finish(GenerationEnd end, const GenerationStats& stats) {

@@ -207,8 +207,12 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"{" M ",\"stop\":[\"a\",1]}", "'stop[1]' must be a string"},
         // refused features (spec 2.4)
         BadCase{"{" M ",\"n\":2}", "'n' must be 1"}, BadCase{"{" M ",\"n\":0}", "'n' must be 1"},
-        BadCase{"{" M ",\"logprobs\":true}", "'logprobs' is not supported"},
-        BadCase{"{" M ",\"top_logprobs\":3}", "'top_logprobs' is not supported"},
+        // logprobs
+        BadCase{"{" M ",\"top_logprobs\":3}", "'top_logprobs' needs 'logprobs': true"},
+        BadCase{"{" M ",\"logprobs\":false,\"top_logprobs\":3}", "'top_logprobs' needs 'logprobs': true"},
+        BadCase{"{" M ",\"logprobs\":true,\"top_logprobs\":21}", "'top_logprobs' must be an integer from 0 to 20"},
+        BadCase{"{" M ",\"logprobs\":true,\"top_logprobs\":-1}", "'top_logprobs' must be an integer from 0 to 20"},
+        BadCase{"{" M ",\"logprobs\":1}", "'logprobs' must be a boolean"},
         BadCase{"{" M ",\"logit_bias\":{\"15\":5}}", "'logit_bias' is not supported"},
         BadCase{"{" M ",\"logit_bias\":[1]}", "'logit_bias' must be an object"},
         BadCase{"{" M ",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{}}}", "'response_format.json_schema.schema' is required"},
@@ -431,14 +435,42 @@ INSTANTIATE_TEST_SUITE_P(
                       BadCase{"{\"prompt\":\"x\",\"max_tokens\":0}", "'max_tokens' must be greater than 0"},
                       BadCase{"{\"prompt\":\"x\",\"max_tokens\":\"3\"}", "'max_tokens' must be an integer"},
                       BadCase{"{\"prompt\":\"x\",\"n\":3}", "'n' must be 1"},
-                      BadCase{"{\"prompt\":\"x\",\"logprobs\":2}", "'logprobs' is not supported"},
-                      BadCase{"{\"prompt\":\"x\",\"echo\":true}", "'echo' is not supported"},
+                      BadCase{"{\"prompt\":\"x\",\"max_tokens\":-1,\"echo\":true}", "'max_tokens' must be greater than 0"},
+                      BadCase{"{\"prompt\":\"x\",\"logprobs\":6}", "'logprobs' must be an integer from 0 to 5"},
+                      BadCase{"{\"prompt\":\"x\",\"logprobs\":-1}", "'logprobs' must be an integer from 0 to 5"},
+                      BadCase{"{\"prompt\":\"x\",\"logprobs\":true}", "'logprobs' must be an integer"},
+                      BadCase{"{\"prompt\":\"x\",\"echo\":1}", "'echo' must be a boolean"},
                       BadCase{"{\"prompt\":\"x\",\"best_of\":2}", "'best_of' must be 1"},
                       BadCase{"{\"prompt\":\"x\",\"suffix\":\"end\"}", "'suffix' is not supported"},
                       BadCase{"{\"prompt\":\"x\",\"logit_bias\":{\"1\":1}}", "'logit_bias' is not supported"},
                       BadCase{"{\"prompt\":\"x\",\"temperature\":3}", "'temperature' must be between 0 and 2"},
                       BadCase{"{\"prompt\":\"x\",\"stop\":[1]}", "'stop[0]' must be a string"},
                       BadCase{"[]", "request body must be a JSON object"}));
+
+TEST(OpenAiRequest, LogprobsFields) {
+  auto chat_on = parse_chat_request(R"({"messages":[{"role":"user","content":"hi"}],"logprobs":true,"top_logprobs":20})");
+  ASSERT_TRUE(chat_on.ok()) << chat_on.error().message;
+  EXPECT_EQ(chat_on->common.logprobs, 20);
+  auto chat_plain = parse_chat_request(R"({"messages":[{"role":"user","content":"hi"}],"logprobs":true})");
+  ASSERT_TRUE(chat_plain.ok());
+  EXPECT_EQ(chat_plain->common.logprobs, 0);
+  auto chat_off = parse_chat_request(R"({"messages":[{"role":"user","content":"hi"}],"logprobs":false,"top_logprobs":0})");
+  ASSERT_TRUE(chat_off.ok());
+  EXPECT_FALSE(chat_off->common.logprobs.has_value());
+
+  auto score = parse_completion_request(R"({"prompt":"x","echo":true,"max_tokens":0,"logprobs":1})");
+  ASSERT_TRUE(score.ok()) << score.error().message;
+  EXPECT_TRUE(score->echo);
+  EXPECT_EQ(score->max_tokens, 0);
+  EXPECT_EQ(score->common.logprobs, 1);
+  auto zero = parse_completion_request(R"({"prompt":"x","logprobs":0})");
+  ASSERT_TRUE(zero.ok());
+  EXPECT_EQ(zero->common.logprobs, 0);  // the chosen tokens' logprobs, no alternatives
+  auto none = parse_completion_request(R"({"prompt":"x"})");
+  ASSERT_TRUE(none.ok());
+  EXPECT_FALSE(none->common.logprobs.has_value());
+  EXPECT_FALSE(none->echo);
+}
 
 TEST(OpenAiRequest, ErrorBodyShape) {
   EXPECT_EQ(error_body(invalid_request("'temperature' must be a number")),
