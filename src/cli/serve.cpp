@@ -27,6 +27,7 @@ struct ServeArgs {
   SpecArgs spec;  // --draft-model stays draft_model above (a repository id or a folder)
   bool offline = false;
   std::vector<std::string> served_model_names;
+  bool announce_served_name = false;
   std::string host = "127.0.0.1";
   std::string port;  // empty: SPLASH_PORT or 8000
   std::string api_key;
@@ -38,6 +39,9 @@ struct ServeArgs {
   std::string max_request_size = "auto";
   std::string request_timeout;
   int queue_size = 32;
+  std::string decode_share = "0.5";
+  std::string max_image_pixels = "4194304";
+  bool allow_idle_sleep = false;
   int threads = 0;
   bool disable_ane = false;
   bool language_only = false;
@@ -83,6 +87,9 @@ int to_options(const ServeArgs& a, app::ServeOptions& o) {
     if (Status st = app::check_served_model_name(n); !st.ok()) return serve_usage_error(st.error_message());
   }
   o.served_model_names = a.served_model_names;
+  if (Status st = app::check_announce_served_name(a.announce_served_name, a.served_model_names); !st.ok())
+    return serve_usage_error(st.error_message());
+  o.announce_served_name = a.announce_served_name;
   if (a.host.empty()) return serve_usage_error("--host: the address is empty");
   o.host = a.host;
   if (!a.port.empty()) {
@@ -138,6 +145,13 @@ int to_options(const ServeArgs& a, app::ServeOptions& o) {
   }
   if (a.queue_size < 1 || a.queue_size > 4096) return serve_usage_error("--queue-size: must be in 1..4096");
   o.queue_size = a.queue_size;
+  auto share = app::parse_decode_share(a.decode_share);
+  if (!share.ok()) return serve_usage_error(share.error_message());
+  o.decode_share = *share;
+  auto pixels = app::parse_max_image_pixels(a.max_image_pixels);
+  if (!pixels.ok()) return serve_usage_error(pixels.error_message());
+  o.max_image_pixels = *pixels;
+  o.allow_idle_sleep = a.allow_idle_sleep;
   if (a.threads < 0 || a.threads > 1024) return serve_usage_error("--threads: must be in 0..1024 (0 = physical cores)");
   o.threads = a.threads;
   o.disable_ane = a.disable_ane;
@@ -269,8 +283,12 @@ Runner register_serve(CLI::App& app) {
                  "$XDG_CACHE_HOME/splash/prefix-cache, else ~/.cache/splash/prefix-cache)")
       ->group(kDisk);
   app.add_option("--served-model-name", a->served_model_names,
-                 "Name clients use for the model (repeatable; the first is the id reported; default: the "
-                 "file or folder name)")
+                 "Extra name clients may use for the model, listed by /v1/models (repeatable; default: none; "
+                 "responses report the real id, the repository or file name)")
+      ->group(kApi);
+  app.add_flag("--announce-served-name", a->announce_served_name,
+               "Responses, the Ready line and /status report the first --served-model-name instead of the real "
+               "id; needs --served-model-name (default: off)")
       ->group(kApi);
   app.add_option("--default-reasoning-effort", a->default_reasoning_effort,
                  "none|minimal|low|medium|high|xhigh|max: effort when a request names none (default: "
@@ -280,10 +298,22 @@ Runner register_serve(CLI::App& app) {
                  str_cat("SIZE|auto: largest request body (default: ", app::auto_max_request_rule(),
                          "; 8M up to a 128K context, 16M at 256K)"))
       ->group(kReq);
+  app.add_option("--max-image-pixels", a->max_image_pixels,
+                 "N: pixels an image is resized to at most; applies when a vision model is served (this build "
+                 "serves text only and refuses images with a 400; the value shows in /status) (default: 4194304)")
+      ->group(kReq);
   app.add_option("--request-timeout", a->request_timeout,
                  "DURATION: deadline from arrival; a request's own timeout only shortens it (default: none)")
       ->group(kReq);
   app.add_option("--queue-size", a->queue_size, "Admitted requests, running and waiting; beyond: 503 (default: 32)")
+      ->group(kReq);
+  app.add_option("--decode-share", a->decode_share,
+                 "X: while a prompt's prefill competes with decoding requests, decode-only passes get X times "
+                 "the time of each prefill pass (at least one pass); 0 = alternate (default: 0.5)")
+      ->group(kReq);
+  app.add_flag("--allow-idle-sleep", a->allow_idle_sleep,
+               "Let the system sleep while requests run; otherwise a systemd-inhibit sleep lock is held while "
+               "requests run, where systemd-inhibit and logind are available (default: off)")
       ->group(kReq);
   // Not in --help (an empty group hides it): the persistent cache's write-behind delay, for tests.
   app.add_option("--cache-write-behind", a->cache_write_behind, "DURATION: write-behind delay (default: 10s)")

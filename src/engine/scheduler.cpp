@@ -3,6 +3,7 @@
 #include "engine/scheduler.h"
 
 #include <algorithm>
+#include <cmath>
 #include <ctime>
 
 #include "engine/cache_namespace.h"
@@ -49,6 +50,8 @@ Result<std::unique_ptr<Engine>> Engine::create(const Model& model, const Tokeniz
     return make_error("engine: lanes = ", options.lanes, " is outside [1, ", kMaxLanes, "]");
   if (options.queue_size < 1) return make_error("engine: queue_size = ", options.queue_size, " must be >= 1");
   if (options.kv_pages < 0) return make_error("engine: kv_pages = ", options.kv_pages, " is negative");
+  if (!std::isfinite(options.decode_share) || options.decode_share < 0)
+    return make_error("engine: decode_share = ", options.decode_share, " must be a finite number >= 0");
   if (options.chunk_tokens < 0) return make_error("engine: chunk_tokens = ", options.chunk_tokens, " is negative");
   const int64_t chunk = options.chunk_tokens > 0 ? options.chunk_tokens : model.options().chunk_tokens;
   if (chunk < 1) return make_error("engine: the prefill chunk (", chunk, " tokens) must be >= 1");

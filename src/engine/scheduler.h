@@ -121,6 +121,10 @@ struct EngineOptions {
   // Put the prefill chunk into the same forward as the decode rows (true), or run prefill chunks
   // and decode batches in alternate ticks (false). Measured in docs/SERVER.md; mixing is the default.
   bool mix_prefill = true;
+  // --decode-share (spec 5.2): when a prompt's prefill competes with decoding lanes, each pass that
+  // carried a prefill chunk is followed by decode-only passes until they have taken decode_share
+  // times that pass's wall time, and at least one (0 = strictly alternate). Finite, >= 0.
+  double decode_share = 0.5;
   // The prefix cache (cache/prefix_cache.h): requests reuse the KV of the longest cached prefix of
   // their prompt; finished and preempted requests leave their pages in it until the pool needs them.
   bool prefix_cache = true;
@@ -154,6 +158,7 @@ struct EngineStatus {
     int64_t decode_batches = 0;     // forward passes that carried decode rows
     std::vector<int64_t> decode_batches_by_width;  // [lanes]: [w - 1] = decode batches of w rows (b1..b4)
     int64_t preemptions = 0;        // lanes that gave their pages back to let older lanes grow
+    int64_t decode_share_batches = 0;  // decode-only passes owed to decoders while a prompt waited
   } scheduler;
   PrefixCacheStats cache;   // prefix cache counters (all zero when it is off)
   bool cache_enabled = false;

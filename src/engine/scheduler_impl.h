@@ -107,7 +107,10 @@ class EngineImpl {
   // The last tick ran nothing because the only work is a prefix being read from the SSD: the thread
   // sleeps briefly instead of spinning.
   bool disk_wait_only_ = false;
-  bool last_tick_decode_only_ = false;        // alternating mode: what ran last
+  // EngineOptions::decode_share: decode-only time (ms) owed to decoders after contended prefill
+  // passes, and the one decode-only pass owed after each of them.
+  double decode_owed_ms_ = 0;
+  bool decode_pass_owed_ = false;
   // The prefix cache's next write-behind step (a persistent disk tier): the thread wakes for it even
   // when idle.
   EngineClock::time_point write_behind_at_ = EngineClock::time_point::max();

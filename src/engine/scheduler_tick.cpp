@@ -203,10 +203,15 @@ void EngineImpl::tick(std::vector<uint64_t> cancels) {
   // A prefill lane preempted by the decode rows above looks the cache up again next tick.
   bool run_prefill = prefill != nullptr && !prefill->needs_lookup();
   bool run_decode = !decoders.empty();
-  if (!options_.mix_prefill && run_prefill && run_decode) {
-    // Alternating mode: decode-only and prefill-only passes take turns.
-    run_prefill = last_tick_decode_only_;
-    run_decode = !run_prefill;
+  if (run_prefill && run_decode) {
+    // Contended: decode-only passes pay what the last prefill passes owe (decode_share), then the
+    // next chunk runs, with the decode rows (mixed) or alone (alternating).
+    if (decode_pass_owed_ || decode_owed_ms_ > 0) {
+      run_prefill = false;
+      ++sched_.decode_share_batches;
+    } else if (!options_.mix_prefill) {
+      run_decode = false;
+    }
   }
   int64_t n_chunk = 0;
   if (run_prefill) {
@@ -271,7 +276,6 @@ void EngineImpl::tick(std::vector<uint64_t> cancels) {
     disk_wait_only_ = waiting_disk_ > 0;
     return;
   }
-  last_tick_decode_only_ = n_decode > 0 && !run_prefill;
 
   const EngineClock::time_point t0 = EngineClock::now();
   const Status fwd_status = model_.forward_into(runs, kv_, threads_, out_, fwd_);
@@ -289,6 +293,13 @@ void EngineImpl::tick(std::vector<uint64_t> cancels) {
   }
 
   const double dt = ms_between(t0, now);
+  if (run_prefill && !decoders.empty()) {
+    decode_owed_ms_ = std::max(0.0, decode_owed_ms_) + options_.decode_share * dt;
+    decode_pass_owed_ = true;
+  } else if (n_decode > 0) {
+    decode_owed_ms_ = std::max(0.0, decode_owed_ms_ - dt);
+    decode_pass_owed_ = false;
+  }
   if (n_decode > 0) {
     ++sched_.decode_batches;
     ++sched_.decode_batches_by_width[std::min(n_decode, sched_.decode_batches_by_width.size()) - 1];

@@ -36,11 +36,11 @@ def free_port():
 class Server:
     """A running `splash serve` whose stdout is collected by a thread."""
 
-    def __init__(self, *flags, model=None):
+    def __init__(self, *flags, model=None, env=None):
         self.port = free_port()
         cmd = [ARGS.splash, "serve", "--model", model or MODEL, "--port", str(self.port), "--threads", "2"]
         cmd += list(flags)
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
         self.lines = []
         self.ready = threading.Event()
         self.stderr = ""
@@ -112,7 +112,8 @@ class CommandLine(unittest.TestCase):
         for flag in ["--model", "--host", "--port", "--api-key", "--allowed-host", "--allowed-origin", "--no-webui",
                      "--max-memory", "--max-context", "--kv-format", "--queue-size", "--request-timeout",
                      "--max-request-size", "--served-model-name", "--threads", "--default-reasoning-effort",
-                     "--disable-ane", "--language-only", "--idle-release"]:
+                     "--disable-ane", "--language-only", "--idle-release", "--announce-served-name",
+                     "--max-image-pixels", "--decode-share", "--allow-idle-sleep"]:
             self.assertIn(flag, r.stdout, flag)
         self.assertIn("SPLASH_PORT or 8000", r.stdout)
         self.assertIn("/status show the effective context", r.stdout.replace("\n", " "))
@@ -128,7 +129,10 @@ class CommandLine(unittest.TestCase):
                             (["--api-key", "has space"], "--api-key"),
                             (["--request-timeout", "-1"], "--request-timeout"),
                             (["--idle-release", "never"], "--idle-release"),
-                            (["--served-model-name", "a/../b"], "--served-model-name")]:
+                            (["--served-model-name", "a/../b"], "--served-model-name"),
+                            (["--announce-served-name"], "--announce-served-name needs --served-model-name"),
+                            (["--decode-share", "-1"], "--decode-share"), (["--decode-share", "nan"], "--decode-share"),
+                            (["--max-image-pixels", "0"], "--max-image-pixels")]:
             r = run_cli("serve", "--model", MODEL, *flags)
             self.assertEqual(r.returncode, 2, (flags, r.stderr))
             self.assertIn(name, r.stderr, flags)
@@ -319,11 +323,124 @@ class Serving(unittest.TestCase):
         self.assertEqual(st["memory_plan"]["model"]["kv_page_bytes"], 2 * 2 * (2 * 32 * 32 + 2 * 32 * 4))
         self.assertEqual(st["ane_ffn"]["state"], "unavailable")
         self.assertEqual(st["instance"]["port"], self.srv.port)
+        self.assertEqual(st["scheduler"]["decode_share"], 0.5)
+        self.assertEqual(st["vision"]["max_image_pixels"], 4194304)
+        self.assertTrue(st["sleep_inhibitor"]["enabled"])
         status, headers, text = self.srv.request("GET", "/metrics")
         self.assertEqual(status, 200)
         self.assertTrue(headers["content-type"].startswith("text/plain; version=0.0.4"))
         self.assertIn("\nsplash_ready 1\n", "\n" + text)
         self.assertRegex(text, r'splash_requests_total\{state="completed"\} \d+\n')
+
+
+class ServedModelNames(unittest.TestCase):
+    """Spec 2.3: responses report the real id unless --announce-served-name (then the first alias);
+    every name is accepted and /v1/models lists the real id first, the aliases with `root`."""
+
+    def check(self, announce):
+        flags = ["--served-model-name", "org/alias", "--served-model-name", "second", "--max-context", "256"]
+        srv = Server(*(flags + (["--announce-served-name"] if announce else []))).wait_ready()
+        try:
+            want = "org/alias" if announce else "q.gguf"
+            self.assertEqual([l for l in srv.lines if l.startswith("Ready")],
+                             ["Ready · %s · context 256 · http://127.0.0.1:%d" % (want, srv.port)])
+            _, _, models = srv.json("GET", "/v1/models")
+            self.assertEqual([(m["id"], m.get("root")) for m in models["data"]],
+                             [("q.gguf", None), ("org/alias", "q.gguf"), ("second", "q.gguf")])
+            _, _, st = srv.json("GET", "/status")
+            self.assertEqual(st["instance"]["model"], want)
+            msgs = [{"role": "user", "content": "Hi"}]
+            for name in ["q.gguf", "org/alias", "second"]:
+                for path, body in [("/v1/chat/completions", {"messages": msgs}),
+                                   ("/v1/completions", {"prompt": "Once"}),
+                                   ("/v1/responses", {"input": "Hi", "max_output_tokens": 4}),
+                                   ("/v1/messages", {"messages": msgs})]:
+                    body = dict(body, model=name, max_tokens=4, temperature=0)
+                    if path == "/v1/responses":
+                        del body["max_tokens"]
+                    status, _, out = srv.json("POST", path, body)
+                    self.assertEqual(status, 200, (path, out))
+                    self.assertEqual(out["model"], want, (name, path))
+                # Streaming chunks report it too.
+                status, _, text = srv.request("POST", "/v1/chat/completions",
+                                              {"model": name, "messages": msgs, "max_tokens": 3, "stream": True})
+                self.assertEqual(status, 200)
+                chunks = [json.loads(d) for d in sse_events(text) if d != "[DONE]"]
+                self.assertTrue(chunks and all(c["model"] == want for c in chunks), chunks)
+        finally:
+            srv.stop()
+
+    def test_real_id_by_default(self):
+        self.check(announce=False)
+
+    def test_announce_served_name_reports_the_first_alias(self):
+        self.check(announce=True)
+
+
+class SleepInhibitor(unittest.TestCase):
+    """Spec 10: a systemd-inhibit sleep lock is held while requests run, never under
+    --allow-idle-sleep. A stand-in systemd-inhibit on PATH records that it ran (logind is not there)."""
+
+    def fake_path(self, name):
+        d = os.path.join(WORK, name)
+        os.makedirs(d, exist_ok=True)
+        prog = os.path.join(d, "systemd-inhibit")
+        with open(prog, "w") as f:
+            f.write('#!/bin/sh\necho "$*" >> "%s/runs"\necho $$ > "%s/pid"\nexec sleep 1000\n' % (d, d))
+        os.chmod(prog, 0o755)
+        return d, dict(os.environ, PATH=d + os.pathsep + os.environ.get("PATH", ""))
+
+    def busy(self, srv):
+        """Concurrent long generations, so the server is busy for well over a poll interval."""
+        body = {"prompt": "Once", "max_tokens": 200, "ignore_eos": True, "temperature": 0}
+        ts = [threading.Thread(target=srv.json, args=("POST", "/v1/completions", body)) for _ in range(4)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+
+    def test_held_while_requests_run(self):
+        d, env = self.fake_path("inhibit_on")
+        srv = Server("--max-context", "256", env=env).wait_ready()
+        try:
+            time.sleep(0.5)
+            self.assertFalse(os.path.exists(os.path.join(d, "runs")), "held while idle")
+            for _ in range(5):
+                self.busy(srv)
+                if os.path.exists(os.path.join(d, "runs")):
+                    break
+            with open(os.path.join(d, "runs")) as f:
+                self.assertIn("--what=sleep", f.read())
+            with open(os.path.join(d, "pid")) as f:
+                pid = int(f.read())
+            deadline = time.time() + 10
+            while time.time() < deadline:
+                _, _, st = srv.json("GET", "/status")
+                if not st["sleep_inhibitor"]["held"]:
+                    break
+                time.sleep(0.2)
+            self.assertEqual(st["sleep_inhibitor"]["enabled"], True)
+            self.assertFalse(st["sleep_inhibitor"]["held"], st["sleep_inhibitor"])
+            self.assertGreaterEqual(st["sleep_inhibitor"]["acquisitions"], 1)
+            self.assertFalse(os.path.exists("/proc/%d" % pid), "the inhibitor outlived the requests")
+        finally:
+            srv.stop()
+
+    def test_allow_idle_sleep_never_inhibits(self):
+        d, env = self.fake_path("inhibit_off")
+        srv = Server("--max-context", "256", "--allow-idle-sleep", "--decode-share", "0", "--max-image-pixels", "1024",
+                     env=env).wait_ready()
+        try:
+            self.busy(srv)
+            time.sleep(0.5)
+            self.assertFalse(os.path.exists(os.path.join(d, "runs")))
+            _, _, st = srv.json("GET", "/status")
+            self.assertEqual(st["sleep_inhibitor"], {"enabled": False, "held": False, "acquisitions": 0,
+                                                     "failures": 0, "reason": "--allow-idle-sleep"})
+            self.assertEqual(st["scheduler"]["decode_share"], 0)
+            self.assertEqual(st["vision"]["max_image_pixels"], 1024)
+        finally:
+            srv.stop()
 
 
 class Shutdown(unittest.TestCase):

@@ -296,7 +296,7 @@ StatusSnapshot App::snapshot() const {
   s.ready = ready();
   s.instance_id = instance_id_;
   s.pid = static_cast<int64_t>(getpid());
-  s.model_id = config_.model_id;
+  s.model_id = config_.reported_id();
   s.host = config_.options.host;
   s.port = config_.options.port;
   s.started_at = started_at_;
@@ -319,6 +319,10 @@ StatusSnapshot App::snapshot() const {
   }
   s.language_only = config_.options.language_only;
   s.disable_ane = config_.options.disable_ane;
+  s.decode_share = config_.options.decode_share;
+  s.max_image_pixels = config_.options.max_image_pixels;
+  if (deps_.awake) s.sleep_inhibitor = deps_.awake->status();
+  else s.sleep_inhibitor.enabled = !config_.options.allow_idle_sleep;
   if (deps_.disk) s.disk = deps_.disk->stats();
   return s;
 }
@@ -360,7 +364,7 @@ void App::handle_models(const Writer& w) {
 void App::handle_model(const std::string& id, const Writer& w) {
   if (!known_model(id))
     return respond_error(*w, 404, "model_not_found", str_cat("model '", id, "' is not served here (serving '",
-                                                             config_.model_id, "')"));
+                                                             config_.reported_id(), "')"));
   respond_json(*w, 200, model_entry(id));
 }
 

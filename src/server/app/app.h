@@ -27,6 +27,7 @@
 #include "engine/scheduler.h"
 #include "server/app/engine_host.h"
 #include "server/app/serve_options.h"
+#include "server/app/sleep_inhibitor.h"
 #include "server/app/status.h"
 #include "constrain/constraint.h"
 #include "server/gen/generation.h"
@@ -43,9 +44,15 @@ namespace splash::app {
 
 struct AppConfig {
   ServeOptions options;
-  std::string model_id;               // the id responses report (first --served-model-name or file name)
-  std::vector<std::string> aliases;   // further names accepted in `model` and listed by /v1/models
+  std::string model_id;               // the real id: the Hub repository, else the file or folder name
+  std::vector<std::string> aliases;   // --served-model-name: more names accepted in `model`, listed by
+                                      // /v1/models with `root` = model_id
   std::string model_path;
+  // The id responses, the Ready line and /status report (spec 2.3): the real id, or the first alias
+  // under --announce-served-name.
+  const std::string& reported_id() const {
+    return options.announce_served_name && !aliases.empty() ? aliases.front() : model_id;
+  }
 };
 
 // Borrowed; each must outlive the App.
@@ -57,6 +64,7 @@ struct AppDeps {
   const MemoryPlan* plan = nullptr;             // required
   const BlockStore* disk = nullptr;             // the SSD cache; nullptr when off
   const http::Server* transport = nullptr;      // for /status http.connections; nullptr in tests
+  const SleepInhibitor* awake = nullptr;        // for /status sleep_inhibitor; nullptr in tests
   int64_t n_vocab = 0;                          // the model's logits width; 0: the tokenizer's
 };
 

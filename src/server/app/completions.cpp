@@ -84,7 +84,7 @@ void App::handle_chat(const http::Request& req, const Writer& w) {
   openai::ChatRequest& r = *parsed;
   if (r.common.model && !known_model(*r.common.model))
     return respond_error(*w, 404, "model_not_found",
-                         str_cat("model '", *r.common.model, "' is not served here (serving '", config_.model_id, "')"));
+                         str_cat("model '", *r.common.model, "' is not served here (serving '", config_.reported_id(), "')"));
   if (!deps_.chat_template)
     return respond_error(*w, 400, "invalid_request_error",
                          "this model has no chat template Splash can render; use /v1/completions");
@@ -93,7 +93,7 @@ void App::handle_chat(const http::Request& req, const Writer& w) {
     return respond_error(*w, 400, "invalid_request_error", str_cat("chat template: ", prompt.error_message()));
 
   openai::IdGenerator ids;
-  openai::ResponseMeta meta{ids.next("chatcmpl-"), unix_now(), config_.model_id};
+  openai::ResponseMeta meta{ids.next("chatcmpl-"), unix_now(), config_.reported_id()};
   apply_common(r.common, g);
   g.max_tokens = r.max_tokens;
   g.logprobs = r.common.logprobs.value_or(-1);
@@ -113,9 +113,9 @@ void App::handle_completion(const http::Request& req, const Writer& w) {
   openai::CompletionRequest& r = *parsed;
   if (r.common.model && !known_model(*r.common.model))
     return respond_error(*w, 404, "model_not_found",
-                         str_cat("model '", *r.common.model, "' is not served here (serving '", config_.model_id, "')"));
+                         str_cat("model '", *r.common.model, "' is not served here (serving '", config_.reported_id(), "')"));
   openai::IdGenerator ids;
-  openai::ResponseMeta meta{ids.next("cmpl-"), unix_now(), config_.model_id};
+  openai::ResponseMeta meta{ids.next("cmpl-"), unix_now(), config_.reported_id()};
   apply_common(r.common, g);
   g.max_tokens = r.max_tokens;
   if (r.common.constraint) {

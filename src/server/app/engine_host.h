@@ -85,6 +85,8 @@ class EngineHost {
   // The engine's status, or while released the last one seen with its KV figures zeroed (no pool).
   EngineStatus engine_status() const;
   WeightsStatus weights_status() const;
+  // Requests hold leases: true while any does (the sleep inhibitor's test).
+  bool busy() const { return leases_.load() > 0; }
 
   // Releases now if no lease is held (what the idle watch does); true when it released. For tests.
   bool release_if_idle();

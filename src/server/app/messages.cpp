@@ -41,7 +41,7 @@ void App::handle_messages(const http::Request& req, const Writer& w) {
   if (!known_model(r.model))
     return respond_messages_error(*w, openai::api_error(404, "model_not_found",
                                                         str_cat("model '", r.model, "' is not served here (serving '",
-                                                                config_.model_id, "')")));
+                                                                config_.reported_id(), "')")));
   auto rendered = render_messages(r, deps_.chat_template, template_extras());
   if (!rendered.ok()) return respond_messages_error(*w, rendered.error());
 
@@ -82,7 +82,7 @@ void App::handle_messages(const http::Request& req, const Writer& w) {
   openai::IdGenerator ids;
   anthropic::MessageMeta meta;
   meta.id = ids.next("msg_");
-  meta.model = config_.model_id;
+  meta.model = config_.reported_id();
   meta.prompt_tokens = static_cast<int64_t>(g.prompt.size());
   meta.stop_sequences = c.stop;
   meta.return_progress = c.return_progress;
@@ -96,7 +96,7 @@ void App::handle_count_tokens(const http::Request& req, const Writer& w) {
   if (!known_model(parsed->model))
     return respond_messages_error(*w, openai::api_error(404, "model_not_found",
                                                         str_cat("model '", parsed->model, "' is not served here (serving '",
-                                                                config_.model_id, "')")));
+                                                                config_.reported_id(), "')")));
   auto rendered = render_messages(*parsed, deps_.chat_template, template_extras());
   if (!rendered.ok()) return respond_messages_error(*w, rendered.error());
   // Not bounded by the context (spec 2.1: token endpoints may exceed it).

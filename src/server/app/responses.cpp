@@ -30,7 +30,7 @@ std::optional<App::ResponsesPrompt> App::responses_prompt(const http::Request& r
   const openai::ResponsesRequest& r = p.request;
   if (r.common.model && !known_model(*r.common.model)) {
     respond_error(*w, 404, "model_not_found",
-                  str_cat("model '", *r.common.model, "' is not served here (serving '", config_.model_id, "')"));
+                  str_cat("model '", *r.common.model, "' is not served here (serving '", config_.reported_id(), "')"));
     return std::nullopt;
   }
   if (!deps_.chat_template) {
@@ -68,7 +68,7 @@ void App::handle_responses(const http::Request& req, const Writer& w) {
   const openai::ResponsesRequest& r = p->request;
   openai::IdGenerator ids;
   auto settings = openai::ResponseSettings::for_request(r, ids.next("resp_"), static_cast<int64_t>(std::time(nullptr)),
-                                                        config_.model_id);
+                                                        config_.reported_id());
   apply_common(r.common, g);
   g.max_tokens = r.max_output_tokens;
   g.output.split = true;

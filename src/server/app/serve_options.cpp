@@ -98,6 +98,27 @@ Status check_served_model_name(const std::string& name) {
   return {};
 }
 
+Status check_announce_served_name(bool announce, const std::vector<std::string>& served_model_names) {
+  if (announce && served_model_names.empty()) return make_error("--announce-served-name needs --served-model-name");
+  return {};
+}
+
+Result<double> parse_decode_share(const std::string& text) {
+  double v = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (text.empty() || ec != std::errc() || end != text.data() + text.size() || !std::isfinite(v) || v < 0)
+    return make_error("--decode-share: '", text, "' is not a finite number >= 0");
+  return v;
+}
+
+Result<int64_t> parse_max_image_pixels(const std::string& text) {
+  int64_t v = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (text.empty() || ec != std::errc() || end != text.data() + text.size() || v < 1)
+    return make_error("--max-image-pixels: '", text, "' is not a positive integer");
+  return v;
+}
+
 Status check_reasoning_effort(const std::string& effort) {
   for (const char* e : {"none", "minimal", "low", "medium", "high", "xhigh", "max"})
     if (effort == e) return {};

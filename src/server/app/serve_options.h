@@ -27,7 +27,10 @@ struct ServeOptions {
   SpecOptions spec;                             // --spec, --spec-block, --lookup-ngram (spec 6); its
                                                 // draft_model is filled in at start-up once resolved
   std::string tokenizer;                        // llama2.c tokenizer.bin (default: beside the model)
-  std::vector<std::string> served_model_names;  // aliases; the first is the model id
+  std::vector<std::string> served_model_names;  // --served-model-name aliases, accepted in `model`
+  // --announce-served-name: responses, the Ready line and /status report the first alias instead of
+  // the real id (spec 1.2, 2.3); needs an alias.
+  bool announce_served_name = false;
   // Network and access.
   std::string host = "127.0.0.1";
   uint16_t port = 8000;
@@ -55,6 +58,14 @@ struct ServeOptions {
   std::optional<uint64_t> max_request_bytes;    // --max-request-size; nullopt = auto (auto_max_request_bytes)
   std::optional<std::chrono::milliseconds> request_timeout;
   int queue_size = 32;
+  // --decode-share X (spec 5.2): decode time owed to decoding lanes per unit of prefill time when a
+  // prompt's prefill competes with them; 0 = strictly alternate. EngineOptions::decode_share.
+  double decode_share = 0.5;
+  // --max-image-pixels N (spec 1.2): the pixel budget an image is resized to. This build serves
+  // text-only models (images are refused with a 400), so it is validated and reported only.
+  int64_t max_image_pixels = 4194304;
+  // --allow-idle-sleep: off = a sleep inhibitor (systemd-inhibit) is held while requests run.
+  bool allow_idle_sleep = false;
   int threads = 0;                              // 0 = default_thread_count()
   bool disable_ane = false;                     // accepted; there is no second compute device
   // --language-only: text only (images refused with a 400 naming the part); the Ready line says so.
@@ -76,6 +87,12 @@ Status check_allowed_host(const std::string& host);
 // "--served-model-name": no whitespace or control characters, none of \ % ? #, no empty, "." or ".."
 // path segment.
 Status check_served_model_name(const std::string& name);
+// "--announce-served-name needs --served-model-name" (spec 1.2 cross-check).
+Status check_announce_served_name(bool announce, const std::vector<std::string>& served_model_names);
+// "--decode-share X": a finite number >= 0.
+Result<double> parse_decode_share(const std::string& text);
+// "--max-image-pixels N": a positive integer.
+Result<int64_t> parse_max_image_pixels(const std::string& text);
 // "--default-reasoning-effort": none minimal low medium high xhigh max.
 Status check_reasoning_effort(const std::string& effort);
 // DURATION: seconds or an s/m/h suffix, floats allowed, > 0 and finite ("90", "1.5m", "2h"); errors

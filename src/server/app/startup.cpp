@@ -27,6 +27,7 @@
 #include "server/app/app.h"
 #include "server/app/drafter_watch.h"
 #include "server/app/engine_host.h"
+#include "server/app/sleep_inhibitor.h"
 #include "server/http/server.h"
 #include "spec/dflash/dflash_drafter.h"
 #include "spec/make_source.h"
@@ -283,6 +284,7 @@ Status start_engine(LoadedAssembly& a, const ServeOptions& options, const Memory
   eopts.max_checkpoint_bytes = static_cast<int64_t>(checkpoint_budget_bytes(state_bytes));
   eopts.lanes = std::min(plan.lanes, options.queue_size);
   eopts.queue_size = options.queue_size;
+  eopts.decode_share = options.decode_share;
   eopts.kv_pages = plan.kv_pool_pages;
   eopts.kv_format = options.kv_format;
   eopts.threads = options.threads;
@@ -457,13 +459,17 @@ int serve(const ServeOptions& options) {
         return std::unique_ptr<EngineAssembly>(std::move(*again));
       },
       options.idle_release);
+  // Spec 10: the machine stays awake while requests run, unless --allow-idle-sleep.
+  SleepInhibitorOptions awake_options;
+  awake_options.enabled = !options.allow_idle_sleep;
+  SleepInhibitor awake([&engines] { return engines.busy(); }, awake_options);
 
   // 6. Routes, then accept.
   AppConfig acfg;
   acfg.options = options;
   acfg.model_path = model_path;
-  acfg.model_id = options.served_model_names.empty() ? resolved->model_id : options.served_model_names[0];
-  for (size_t i = 1; i < options.served_model_names.size(); ++i) acfg.aliases.push_back(options.served_model_names[i]);
+  acfg.model_id = resolved->model_id;
+  acfg.aliases = options.served_model_names;
   AppDeps deps;
   deps.tokenizer = tokenizer.get();
   deps.chat_template = chat_template ? &*chat_template : nullptr;
@@ -472,6 +478,7 @@ int serve(const ServeOptions& options) {
   deps.n_vocab = model->config().n_vocab;
   deps.disk = disk->store.get();
   deps.transport = server.get();
+  deps.awake = &awake;
   App app(acfg, deps);
   check = [&app](const http::Request& head) { return app.pre_body_check(head); };
   server->set_handler([&app](const http::Request& req, std::shared_ptr<http::ResponseWriter> w) {
@@ -486,7 +493,7 @@ int serve(const ServeOptions& options) {
   }
   app.set_ready(true);
   signals.serving();
-  std::printf("Ready · %s · context %s%s · http://%s:%u\n", acfg.model_id.c_str(),
+  std::printf("Ready · %s · context %s%s · http://%s:%u\n", acfg.reported_id().c_str(),
               format_context_tokens(plan.maximum_context_tokens).c_str(),
               options.language_only ? " · language only" : "", options.host.c_str(),
               static_cast<unsigned>(server->bound_port()));

@@ -148,6 +148,19 @@ nlohmann::json weights_json(const WeightsStatus& w) {
   return j;
 }
 
+// Spec 10 "machine kept awake during requests": the systemd-inhibit lock (sleep_inhibitor.h).
+nlohmann::json sleep_inhibitor_json(const SleepInhibitorStatus& i) {
+  nlohmann::json j = {
+      {"enabled", i.enabled},
+      {"held", i.held},
+      {"acquisitions", i.acquisitions},
+      {"failures", i.failures},
+  };
+  if (!i.enabled) j["reason"] = "--allow-idle-sleep";
+  if (!i.last_error.empty()) j["last_error"] = i.last_error;
+  return j;
+}
+
 }  // namespace
 
 nlohmann::json status_json(const StatusSnapshot& s) {
@@ -203,6 +216,8 @@ nlohmann::json status_json(const StatusSnapshot& s) {
         {"decode_batches", e.scheduler.decode_batches},
         {"decode_batches_by_width", by_width},
         {"preemptions", e.scheduler.preemptions},
+        {"decode_share", s.decode_share},
+        {"decode_share_batches", e.scheduler.decode_share_batches},
         {"queue_size", e.queue_size}}},
       {"requests",
        {{"submitted", e.requests.submitted},
@@ -241,7 +256,9 @@ nlohmann::json status_json(const StatusSnapshot& s) {
       {"input_modalities", nlohmann::json::array({"text"})},
       {"vision",
        {{"enabled", false},
-        {"reason", s.language_only ? "--language-only" : "this build has no vision encoder"}}},
+        {"reason", s.language_only ? "--language-only" : "this build has no vision encoder"},
+        {"max_image_pixels", s.max_image_pixels}}},
+      {"sleep_inhibitor", sleep_inhibitor_json(s.sleep_inhibitor)},
   };
 }
 

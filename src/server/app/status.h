@@ -13,6 +13,7 @@
 #include "engine/memory_plan.h"
 #include "engine/scheduler.h"
 #include "server/app/engine_host.h"
+#include "server/app/sleep_inhibitor.h"
 #include "server/http/server.h"
 
 namespace splash::app {
@@ -48,6 +49,9 @@ struct StatusSnapshot {
   WeightsStatus weights;                // --idle-release state (spec 3 `weights`)
   bool language_only = false;           // --language-only
   bool disable_ane = false;             // --disable-ane
+  double decode_share = 0.5;            // --decode-share
+  int64_t max_image_pixels = 0;         // --max-image-pixels
+  SleepInhibitorStatus sleep_inhibitor;  // --allow-idle-sleep turns it off
 };
 
 nlohmann::json status_json(const StatusSnapshot& s);

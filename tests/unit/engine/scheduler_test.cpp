@@ -4,6 +4,7 @@
 // ignore_eos); plus stories15M real text when the demo model is present.
 #include <cstdlib>
 #include <fstream>
+#include <limits>
 #include <mutex>
 
 #include "scheduler_test_util.h"
@@ -152,12 +153,17 @@ TEST_F(SchedulerTiny, SeededSamplingAloneEqualsGenerateAndRepeats) {
   EXPECT_NE(run_alone(r)->tokens(), gen.tokens);
 }
 
-// A long prompt arrives while two requests decode: its chunks go into the decode batches, so the
-// decoders keep producing tokens during the whole prefill (counted in events, not wall time).
-void check_long_prompt_interleaves(LoadedModel* m, bool mix) {
+struct Interleaving {
+  size_t between[2] = {0, 0};  // each decoder's tokens delivered during the long prompt's prefill
+  EngineStatus status;         // when the long prompt finished
+};
+
+// A long prompt (1200 tokens, 16-token chunks: 75 prefill passes) arrives while two requests decode.
+void run_long_prompt_among_decoders(LoadedModel* m, bool mix, double decode_share, Interleaving* out) {
   EngineOptions o = test_options();
   o.chunk_tokens = 16;
   o.mix_prefill = mix;
+  o.decode_share = decode_share;
   auto e = Engine::create(m->model, *m->tokenizer, o);
   ASSERT_TRUE(e.ok()) << e.error_message();
   std::mutex mu;
@@ -192,6 +198,7 @@ void check_long_prompt_interleaves(LoadedModel* m, bool mix) {
   rb.want_progress = true;
   ASSERT_TRUE((*e)->submit(rb, cb(2, &big)).ok());
   ASSERT_TRUE(big.wait_done());
+  out->status = (*e)->status();
   (*e)->cancel(*id0);
   (*e)->cancel(*id1);
   ASSERT_TRUE(d0.wait_done());
@@ -219,18 +226,60 @@ void check_long_prompt_interleaves(LoadedModel* m, bool mix) {
       last = i;
     }
   ASSERT_LT(first, last);
-  size_t between[2] = {0, 0};  // decoder tokens delivered during the prefill
   for (size_t i = first; i < last; ++i)
-    if (order[i].who < 2 && order[i].kind == EngineEvent::kText) between[order[i].who] += order[i].n_tokens;
+    if (order[i].who < 2 && order[i].kind == EngineEvent::kText) out->between[order[i].who] += order[i].n_tokens;
+}
+
+// The prompt's chunks go into the decode batches (or take turns with them), so the decoders keep
+// producing tokens during the whole prefill (counted in events, not wall time).
+void check_long_prompt_interleaves(LoadedModel* m, bool mix) {
+  Interleaving r;
+  run_long_prompt_among_decoders(m, mix, 0.5, &r);
   // 74 chunk ticks: each decoder gets a token in every one of them (mixed) or every other one
   // (alternating), give or take a few held back for UTF-8. A prefill that stalled decoding leaves 0.
   const size_t want = mix ? 60 : 30;
-  EXPECT_GE(between[0], want) << "mix " << mix;
-  EXPECT_GE(between[1], want) << "mix " << mix;
+  EXPECT_GE(r.between[0], want) << "mix " << mix;
+  EXPECT_GE(r.between[1], want) << "mix " << mix;
 }
 
 TEST_F(SchedulerTiny, LongPromptDoesNotStallDecoders) { check_long_prompt_interleaves(m_, true); }
 TEST_F(SchedulerTiny, LongPromptDoesNotStallDecodersAlternating) { check_long_prompt_interleaves(m_, false); }
+
+// decode_share 0 = strictly alternate: one decode-only pass after each prefill pass that had
+// decoders beside it (74 of the 75: the last ends the prompt), so in mixed mode each decoder gets two
+// tokens per chunk (one riding along, one in the pass owed).
+TEST_F(SchedulerTiny, DecodeShareZeroAlternatesOneDecodePassPerChunk) {
+  for (bool mix : {true, false}) {
+    Interleaving r;
+    run_long_prompt_among_decoders(m_, mix, 0.0, &r);
+    const int64_t owed = r.status.scheduler.decode_share_batches;
+    EXPECT_GE(owed, 73) << "mix " << mix;
+    EXPECT_LE(owed, 76) << "mix " << mix;
+    const size_t want = mix ? 130 : 60;  // 2 or 1 per chunk, a few held back for UTF-8
+    EXPECT_GE(r.between[0], want) << "mix " << mix;
+    EXPECT_GE(r.between[1], want) << "mix " << mix;
+  }
+}
+
+// decode_share 4: after each prefill pass the decoders are owed four times its wall time in
+// decode-only passes, each no slower than the mixed pass that carries the same rows plus 16 prompt
+// rows, so at least four passes per chunk: 296 while the decoders last (600 tokens each: if they
+// finish first, nearly all of those were owed passes). Share 0 gives 74 (above).
+TEST_F(SchedulerTiny, DecodeShareOwesDecodersTimePerUnitOfPrefill) {
+  Interleaving r;
+  run_long_prompt_among_decoders(m_, true, 4.0, &r);
+  EXPECT_GE(r.status.scheduler.decode_share_batches, 2 * 74);
+}
+
+TEST_F(SchedulerTiny, DecodeShareMustBeFiniteAndNonNegative) {
+  for (double bad : {-0.5, std::numeric_limits<double>::infinity(), std::numeric_limits<double>::quiet_NaN()}) {
+    EngineOptions o = test_options();
+    o.decode_share = bad;
+    auto e = Engine::create(m_->model, *m_->tokenizer, o);
+    ASSERT_FALSE(e.ok()) << bad;
+    EXPECT_NE(e.error_message().find("decode_share"), std::string::npos) << e.error_message();
+  }
+}
 
 TEST_F(SchedulerTiny, MaxTokensAndIgnoreEos) {
   for (int64_t n : {1, 7}) {

@@ -49,6 +49,35 @@ TEST(AppOptions, ServedModelName) {
   }
 }
 
+TEST(AppOptions, AnnounceServedNameNeedsAnAlias) {
+  EXPECT_TRUE(check_announce_served_name(false, {}).ok());
+  EXPECT_TRUE(check_announce_served_name(true, {"alias"}).ok());
+  Status st = check_announce_served_name(true, {});
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.error_message(), "--announce-served-name needs --served-model-name");
+}
+
+TEST(AppOptions, DecodeShare) {
+  EXPECT_EQ(*parse_decode_share("0"), 0.0);
+  EXPECT_EQ(*parse_decode_share("0.5"), 0.5);
+  EXPECT_EQ(*parse_decode_share("2"), 2.0);
+  for (const char* bad : {"", "-0.1", "inf", "nan", "1e400", "x", "0.5x"}) {
+    auto r = parse_decode_share(bad);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_NE(r.error_message().find("--decode-share"), std::string::npos) << r.error_message();
+  }
+}
+
+TEST(AppOptions, MaxImagePixels) {
+  EXPECT_EQ(*parse_max_image_pixels("4194304"), 4194304);
+  EXPECT_EQ(*parse_max_image_pixels("1"), 1);
+  for (const char* bad : {"", "0", "-1", "1.5", "4M", "99999999999999999999"}) {
+    auto r = parse_max_image_pixels(bad);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_NE(r.error_message().find("--max-image-pixels"), std::string::npos) << r.error_message();
+  }
+}
+
 TEST(AppOptions, Duration) {
   EXPECT_EQ(parse_duration("90")->count(), 90000);
   EXPECT_EQ(parse_duration("1.5m")->count(), 90000);

@@ -77,9 +77,10 @@ class AppRoutes : public ::testing::Test {
     plan_.hard_budget_bytes = 123456789;
   }
 
-  std::unique_ptr<App> make(const std::string& api_key = "", bool webui = true) {
+  std::unique_ptr<App> make(const std::string& api_key = "", bool webui = true, bool announce = false) {
     AppConfig c;
     c.options.webui = webui;
+    c.options.announce_served_name = announce;
     c.model_id = "stories15M.bin";
     c.aliases = {"org/alias"};
     c.options.api_key = api_key;
@@ -338,6 +339,26 @@ TEST_F(AppRoutes, ChatPageUnlessNoWebui) {
   EXPECT_EQ(w->json()["error"]["type"], "invalid_request_error");
 }
 
+// Spec 2.3: responses report the real id, the first alias only under --announce-served-name; both
+// names are accepted and /v1/models lists the real one first, the alias with `root`.
+TEST_F(AppRoutes, ReportedModelIdFollowsAnnounceServedName) {
+  for (bool announce : {false, true}) {
+    auto app = make("", true, announce);
+    const std::string want = announce ? "org/alias" : "stories15M.bin";
+    EXPECT_EQ(app->config().reported_id(), want);
+    auto w = call(*app, request("GET", "/status"));
+    EXPECT_EQ(w->json()["instance"]["model"], want) << announce;
+    w = call(*app, request("GET", "/v1/models"));
+    EXPECT_EQ(w->json()["data"][0]["id"], "stories15M.bin");
+    EXPECT_EQ(w->json()["data"][1]["root"], "stories15M.bin");
+    w = call(*app, request("GET", "/v1/models/nope"));
+    EXPECT_NE(w->json()["error"]["message"].get<std::string>().find("(serving '" + want + "')"), std::string::npos)
+        << w->body;
+    for (const char* id : {"stories15M.bin", "org%2Falias"})
+      EXPECT_EQ(call(*app, request("GET", std::string("/v1/models/") + id))->status, 200) << id;
+  }
+}
+
 TEST_F(AppRoutes, StatusAndMetrics) {
   auto app = make();
   app->set_ready(true);
@@ -358,6 +379,10 @@ TEST_F(AppRoutes, StatusAndMetrics) {
   EXPECT_EQ(s["memory_plan"]["budget"]["hard_budget_bytes"], 123456789);
   EXPECT_TRUE(s["memory_plan"]["budget"].contains("deficit_bytes"));
   EXPECT_EQ(s["ane_ffn"]["state"], "unavailable");
+  EXPECT_EQ(s["scheduler"]["decode_share"], 0.5);
+  EXPECT_EQ(s["vision"]["max_image_pixels"], 4194304);
+  EXPECT_EQ(s["sleep_inhibitor"]["enabled"], true);
+  EXPECT_EQ(s["sleep_inhibitor"]["held"], false);
   for (const char* k : {"kv", "scheduler", "requests", "metrics"}) EXPECT_TRUE(s.contains(k)) << k;
   EXPECT_TRUE(s["metrics"]["ttft_ms"].contains("p95"));
   EXPECT_TRUE(s["scheduler"]["decode_batches_by_width"].contains("b4"));
