@@ -16,5 +16,6 @@ Runner register_make_test_model(CLI::App& app);
 Runner register_run(CLI::App& app);
 Runner register_bench(CLI::App& app);
 Runner register_serve(CLI::App& app);
+Runner register_perplexity(CLI::App& app);
 
 }  // namespace splash::cli

@@ -21,6 +21,8 @@ int main(int argc, char** argv) {
   add("run", "Generate text from a prompt, streamed to stdout, timings to stderr", splash::cli::register_run);
   add("serve", "Serve a model over an OpenAI-compatible HTTP API and a chat page", splash::cli::register_serve);
   add("bench", "Measure prefill (ppN) and decode (tgN) speed, llama-bench style", splash::cli::register_bench);
+  add("perplexity", "Perplexity of a text file (llama-perplexity's method) and KL divergence against a base model",
+      splash::cli::register_perplexity);
 
   try {
     app.parse(argc, argv);
