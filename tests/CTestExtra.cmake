@@ -221,3 +221,14 @@ if(SPLASH_HUB_PYTHON)
   set_tests_properties(hub_e2e PROPERTIES LABELS hub TIMEOUT 180)
 endif()
 # --- end hub ---
+
+# --- perplexity (splash perplexity, eval/) -------------------------------------------------------
+# `splash perplexity` (PPL, running values, uncertainty, --batch grouping and pieces, KL mode) against
+# the numpy reference's own computation of llama-perplexity's method on a random-weight llama GGUF.
+if(SPLASH_NUMPY_PYTHON)
+  add_test(NAME perplexity_reference
+    COMMAND ${SPLASH_NUMPY_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/reference/check_perplexity.py
+            --tool $<TARGET_FILE:splash>)
+  set_tests_properties(perplexity_reference PROPERTIES LABELS "reference" TIMEOUT 300)
+endif()
+# --- end perplexity ------------------------------------------------------------------------------

@@ -182,7 +182,7 @@ int run_perplexity(const PerplexityArgs& a) {
 
   const bool add_bos = tokenizer.add_bos() && tokenizer.bos_id() >= 0;
   std::vector<int32_t> tokens;
-  int64_t n_chunk = 0;
+  int64_t n_chunk = 0, n_text_tokens = 0;
   if (base) {
     if (base->n_vocab() != n_vocab)
       return ppl_fail(str_cat(a.kl_base, ": vocabulary of ", base->n_vocab(), " tokens, the model has ", n_vocab));
@@ -192,6 +192,7 @@ int run_perplexity(const PerplexityArgs& a) {
     if (add_bos) tokens.push_back(tokenizer.bos_id());
     const std::vector<int32_t> ids = tokenizer.encode(text, /*add_special=*/false, /*parse_special=*/false);
     tokens.insert(tokens.end(), ids.begin(), ids.end());
+    n_text_tokens = static_cast<int64_t>(tokens.size());
     if (static_cast<int64_t>(tokens.size()) < 2 * n_ctx)
       return ppl_fail(str_cat(a.file, " tokenizes to ", tokens.size(), " tokens; --ctx ", n_ctx, " needs at least ",
                               2 * n_ctx));
@@ -281,6 +282,7 @@ int run_perplexity(const PerplexityArgs& a) {
   Status st = evaluate_windows(m, *kv, threads, tokens, n_ctx, n_chunk, a.batch, add_bos ? tokenizer.bos_id() : -1,
                                sink, chunk_done);
   if (!a.json) std::printf("\n");
+  std::fflush(stdout);
   if (!st.ok()) return ppl_fail(st.error_message());
   if (!save_status.ok()) return ppl_fail(save_status.error_message());
   if (writer) {
@@ -297,6 +299,7 @@ int run_perplexity(const PerplexityArgs& a) {
                           {"file", a.file},
                           {"n_ctx", n_ctx},
                           {"n_chunk", n_chunk},
+                          {"n_text_tokens", n_text_tokens},
                           {"n_tokens", tokens.size()},
                           {"n_scored", ppl.count()},
                           {"bos", add_bos},
