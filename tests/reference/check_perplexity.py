@@ -158,6 +158,25 @@ def main():
     check(out["kld_mean"]["value"] < 1e-4 and out["same_top"]["value"] == 1.0,
           f"KL: the base against itself: KLD {out['kld_mean']['value']:.1e}, top-1 {100 * out['same_top']['value']:.1f}%")
 
+    # --- refusals: a clear message naming the flag or the file, nothing evaluated
+    def refused(args, code, words):
+        r = subprocess.run([a.tool, "perplexity", *args], capture_output=True, text=True)
+        check(r.returncode == code and words in r.stderr, f"refused ({r.returncode}): {' '.join(args[2:]) or args}: "
+              f"{r.stderr.strip().splitlines()[-1] if r.stderr.strip() else ''}")
+    refused(["-m", f32, "-f", TEXT, "--kl-base", base], 2, "-f is not used with --kl-base")
+    refused(["-m", f32, "--save-logits", base + ".x", "--kl-base", base], 2, "cannot be combined")
+    refused(["-m", f32], 2, "-f FILE is required")
+    refused(["-m", f32, "-f", TEXT, "--ctx", "63"], 2, "--ctx 63 must be even")
+    refused(["-m", f32, "-f", TEXT, "--ctx", "4096"], 1, "needs at least 8192")
+    refused(["-m", f32, "--kl-base", base, "--ctx", "32"], 2, "differs from the base file's 64")
+    damaged = os.path.join(d, "damaged.splg")
+    with open(base, "rb") as f:
+        blob = bytearray(f.read())
+    blob[len(blob) // 2] ^= 0x40
+    with open(damaged, "wb") as f:
+        f.write(blob)
+    refused(["-m", f32, "--kl-base", damaged], 1, "checksum mismatch")
+
     print(f"{len(FAILED)} failed" if FAILED else "all perplexity checks passed")
     return 1 if FAILED else 0
 
