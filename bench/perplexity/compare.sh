@@ -43,21 +43,18 @@ final_llama() { sed -n 's/.*Final estimate: PPL = \([0-9.]*\) +\/- \([0-9.]*\).*
 echo "text $(wc -c < "$text") bytes, ctx $ctx, $threads threads; llama.cpp $("$llama/llama-perplexity" --version 2>&1 | grep -m1 version || true)"
 echo "| file | splash PPL | llama.cpp PPL | splash / llama.cpp |"
 echo "| --- | ---: | ---: | ---: |"
+# llama.cpp's F32 and Q8_0 runs also save their log-probs (--kl-divergence-base without
+# --kl-divergence), which are the KL bases below.
 for t in F32 Q8_0 Q4_0; do
   m=$work/stories15M-$t.gguf
+  save=(); [ "$t" = Q4_0 ] || save=(--kl-divergence-base "$work/llama-$t.kld")
   "$splash" perplexity -m "$m" -f "$text" --ctx "$ctx" -t "$threads" > "$work/splash-$t.txt" 2> "$work/splash-$t.err"
-  "$llama/llama-perplexity" -m "$m" -f "$text" -c "$ctx" -t "$threads" > "$work/llama-$t.txt" 2>&1
+  "$llama/llama-perplexity" -m "$m" -f "$text" -c "$ctx" -t "$threads" "${save[@]}" > "$work/llama-$t.txt" 2>&1
   read -r sp se <<< "$(final_splash "$work/splash-$t.txt")"
   read -r lp le <<< "$(final_llama "$work/llama-$t.txt")"
   echo "| $t | $sp +/- $se | $lp +/- $le | $(awk -v a="$sp" -v b="$lp" 'BEGIN { printf "%.5f", a / b }') |"
 done
 
-# KL divergence: llama.cpp saves the log-probs (F32 base; its own Q8_0 run); splash and llama.cpp then
-# compare against the same base files.
-"$llama/llama-perplexity" -m "$work/stories15M-F32.gguf" -f "$text" -c "$ctx" -t "$threads" \
-  --kl-divergence-base "$work/llama-F32.kld" > "$work/llama-save-F32.txt" 2>&1
-"$llama/llama-perplexity" -m "$work/stories15M-Q8_0.gguf" -f "$text" -c "$ctx" -t "$threads" \
-  --kl-divergence-base "$work/llama-Q8_0.kld" > "$work/llama-save-Q8_0.txt" 2>&1
 kld_splash() { sed -n 's/^Mean    KLD: *\([0-9.e-]*\) +\/- *\([0-9.e-]*\)$/\1/p' "$1"; }
 top_splash() { sed -n 's/^Same top p : *\([0-9.]*\) +\/-.*/\1/p' "$1"; }
 kld_llama() { sed -n 's/^Mean    KLD: *\([0-9.e-]*\) .*/\1/p' "$1"; }
@@ -65,6 +62,10 @@ top_llama() { sed -n 's/^Same top p: *\([0-9.]*\) .*/\1/p' "$1"; }
 echo
 echo "| model vs base | splash mean KLD | llama.cpp mean KLD | splash top-1 % | llama.cpp top-1 % |"
 echo "| --- | ---: | ---: | ---: | ---: |"
+# Against llama.cpp's own Q8_0 log-probs: how far Splash's Q8_0 forward is from llama.cpp's.
+"$splash" perplexity -m "$work/stories15M-Q8_0.gguf" --kl-base "$work/llama-Q8_0.kld" -t "$threads" \
+  > "$work/splash-kl-vs-llama-Q8_0.txt" 2>&1
+echo "| splash Q8_0 vs llama.cpp Q8_0 | $(kld_splash "$work/splash-kl-vs-llama-Q8_0.txt") | | $(top_splash "$work/splash-kl-vs-llama-Q8_0.txt") | |"
 for t in Q8_0 Q4_0; do
   "$splash" perplexity -m "$work/stories15M-$t.gguf" --kl-base "$work/llama-F32.kld" -t "$threads" \
     > "$work/splash-kl-$t.txt" 2>&1
@@ -73,7 +74,4 @@ for t in Q8_0 Q4_0; do
   echo "| $t vs llama.cpp F32 | $(kld_splash "$work/splash-kl-$t.txt") | $(kld_llama "$work/llama-kl-$t.txt") |" \
        "$(top_splash "$work/splash-kl-$t.txt") | $(top_llama "$work/llama-kl-$t.txt") |"
 done
-"$splash" perplexity -m "$work/stories15M-Q8_0.gguf" --kl-base "$work/llama-Q8_0.kld" -t "$threads" \
-  > "$work/splash-kl-vs-llama-Q8_0.txt" 2>&1
-echo "| splash Q8_0 vs llama.cpp Q8_0 | $(kld_splash "$work/splash-kl-vs-llama-Q8_0.txt") | | $(top_splash "$work/splash-kl-vs-llama-Q8_0.txt") | |"
 echo "(outputs in $work)"

@@ -152,6 +152,8 @@ int run_perplexity(const PerplexityArgs& a) {
     std::ostringstream ss;
     ss << in.rdbuf();
     text = ss.str();
+    // One final newline is dropped, as llama.cpp's -f does, so both tools score the same tokens.
+    if (!text.empty() && text.back() == '\n') text.pop_back();
   }
 
   auto path = resolve_model_arg(a.model, a.source);

@@ -4,10 +4,11 @@ llama-perplexity's method on a random-weight llama GGUF and a fixed text (tests/
 
 Usage: check_perplexity.py --tool build/splash [--keep DIR]
 
-The method, written from llama.cpp's tools/perplexity description: tokenize the whole text with BOS
-first (the GGUF vocabulary adds one); cut it into non-overlapping windows of n_ctx tokens; replace
-each window's first token by BOS; run the window and score only tokens [n_ctx/2 + 1, n_ctx) from the
-logits at the positions before them. PPL = exp(mean NLL), +/- PPL * sqrt(var(NLL) / (N - 1)).
+The method, written from llama.cpp's tools/perplexity description: tokenize the whole text (less one
+final newline, as llama.cpp's -f reads it) with BOS first (the GGUF vocabulary adds one); cut it
+into non-overlapping windows of n_ctx tokens; replace each window's first token by BOS; run the
+window and score only tokens [n_ctx/2 + 1, n_ctx) from the logits at the positions before them.
+PPL = exp(mean NLL), +/- PPL * sqrt(var(NLL) / (N - 1)).
 KL mode: KL(base || model) per scored token over the full vocabulary, top-1 agreement, both PPLs.
 Checked: the running value after every chunk, the final PPL and its uncertainty, one and several
 windows per forward pass and windows fed in pieces, and the KL figures of a Q8_0 copy against the
@@ -86,6 +87,8 @@ def main():
     check(bool(md.get("tokenizer.ggml.add_bos_token", True)), "the test vocabulary adds BOS")
     with open(TEXT, encoding="utf-8") as f:
         text = f.read()
+    if text.endswith("\n"):  # llama.cpp's -f drops one final newline
+        text = text[:-1]
     ids = spm.SpmVocab.from_gguf_metadata(md).encode(text, bos=False)
     ids = [bos] + ids
     n_chunk = len(ids) // N_CTX
