@@ -92,9 +92,9 @@ Status evaluate_windows(const Model& m, KvPagePool& kv, ThreadPool& threads, std
       const bool want = a >= first;
       std::vector<SequenceRun> runs;
       for (int64_t s = 0; s < n_here; ++s)
-        runs.push_back({&seqs[s], std::span<const int32_t>(windows[s]).subspan(static_cast<size_t>(a),
-                                                                                 static_cast<size_t>(b - a)),
-                        want ? LogitRows::kAll : LogitRows::kNone});
+        runs.push_back(
+            {&seqs[s], std::span<const int32_t>(windows[s]).subspan(static_cast<size_t>(a), static_cast<size_t>(b - a)),
+             want ? LogitRows::kAll : LogitRows::kNone});
       st = m.forward_into(runs, kv, threads, out, fo);
       if (!st.ok()) break;
       if (want) {
@@ -124,10 +124,13 @@ std::string fmt(const char* f, double v) {
 int run_perplexity(const PerplexityArgs& a) {
   if (a.threads < 0) return ppl_usage_error(str_cat("--threads ", a.threads, " is negative"));
   if (a.batch < 1) return ppl_usage_error(str_cat("--batch ", a.batch, " must be >= 1"));
-  if (a.chunks == 0 || a.chunks < -1) return ppl_usage_error(str_cat("--chunks ", a.chunks, " must be >= 1 (or -1: all)"));
-  if (a.ctx != 0 && (a.ctx < 4 || a.ctx % 2 != 0)) return ppl_usage_error(str_cat("--ctx ", a.ctx, " must be even and >= 4"));
+  if (a.chunks == 0 || a.chunks < -1)
+    return ppl_usage_error(str_cat("--chunks ", a.chunks, " must be >= 1 (or -1: all)"));
+  if (a.ctx != 0 && (a.ctx < 4 || a.ctx % 2 != 0))
+    return ppl_usage_error(str_cat("--ctx ", a.ctx, " must be even and >= 4"));
   if (!a.save_logits.empty() && !a.kl_base.empty())
-    return ppl_usage_error("--save-logits and --kl-base cannot be combined (save with the base model, compare with the other)");
+    return ppl_usage_error(
+        "--save-logits and --kl-base cannot be combined (save with the base model, compare with the other)");
   if (a.kl_base.empty() && a.file.empty()) return ppl_usage_error("-f FILE is required (or --kl-base FILE)");
   if (!a.kl_base.empty() && !a.file.empty())
     return ppl_usage_error("-f is not used with --kl-base: the text is the token ids stored in the base file");
@@ -180,7 +183,8 @@ int run_perplexity(const PerplexityArgs& a) {
   const Model& m = *model;
   const int64_t n_vocab = m.config().n_vocab;
   if (n_ctx > m.max_context())
-    return ppl_usage_error(str_cat("--ctx ", n_ctx, " exceeds the longest sequence this model runs (", m.max_context(), ")"));
+    return ppl_usage_error(
+        str_cat("--ctx ", n_ctx, " exceeds the longest sequence this model runs (", m.max_context(), ")"));
 
   const bool add_bos = tokenizer.add_bos() && tokenizer.bos_id() >= 0;
   std::vector<int32_t> tokens;
@@ -196,14 +200,15 @@ int run_perplexity(const PerplexityArgs& a) {
     tokens.insert(tokens.end(), ids.begin(), ids.end());
     n_text_tokens = static_cast<int64_t>(tokens.size());
     if (static_cast<int64_t>(tokens.size()) < 2 * n_ctx)
-      return ppl_fail(str_cat(a.file, " tokenizes to ", tokens.size(), " tokens; --ctx ", n_ctx, " needs at least ",
-                              2 * n_ctx));
+      return ppl_fail(
+          str_cat(a.file, " tokenizes to ", tokens.size(), " tokens; --ctx ", n_ctx, " needs at least ", 2 * n_ctx));
     const int64_t n_max = static_cast<int64_t>(tokens.size()) / n_ctx;
     n_chunk = a.chunks < 0 ? n_max : std::min(a.chunks, n_max);
     tokens.resize(static_cast<size_t>(n_chunk * n_ctx));
   }
   for (int32_t t : tokens)
-    if (t < 0 || t >= n_vocab) return ppl_fail(str_cat("token id ", t, " is outside the model's vocabulary of ", n_vocab));
+    if (t < 0 || t >= n_vocab)
+      return ppl_fail(str_cat("token id ", t, " is outside the model's vocabulary of ", n_vocab));
 
   std::optional<eval::LogitsWriter> writer;
   if (!a.save_logits.empty()) {
@@ -216,8 +221,9 @@ int run_perplexity(const PerplexityArgs& a) {
   auto kv = KvPagePool::create(m.kv_cache_config(kv_format, n_seq * (n_ctx / kKvPageTokens + 2)));
   if (!kv.ok()) return ppl_fail(kv.error_message());
   ThreadPool threads(a.threads);
-  std::fprintf(stderr, "perplexity: %lld tokens, %lld chunks of %lld (scoring %lld tokens each), batch %lld, "
-                       "%d threads, BOS %s\n",
+  std::fprintf(stderr,
+               "perplexity: %lld tokens, %lld chunks of %lld (scoring %lld tokens each), batch %lld, "
+               "%d threads, BOS %s\n",
                static_cast<long long>(tokens.size()), static_cast<long long>(n_chunk), static_cast<long long>(n_ctx),
                static_cast<long long>(eval::scored_per_chunk(n_ctx)), static_cast<long long>(a.batch), threads.size(),
                add_bos ? "first" : "none (the vocabulary adds none)");
@@ -233,7 +239,8 @@ int run_perplexity(const PerplexityArgs& a) {
   auto row_of = [&](int64_t chunk) -> size_t {
     const size_t i = static_cast<size_t>(chunk - c_lo);
     if (base) {
-      if (cmp_rows.size() <= i) cmp_rows.resize(i + 1, std::vector<eval::TokenComparison>(static_cast<size_t>(per_chunk)));
+      if (cmp_rows.size() <= i)
+        cmp_rows.resize(i + 1, std::vector<eval::TokenComparison>(static_cast<size_t>(per_chunk)));
     } else if (nll_rows.size() <= i) {
       nll_rows.resize(i + 1, std::vector<double>(static_cast<size_t>(per_chunk)));
     }

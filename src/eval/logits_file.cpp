@@ -177,7 +177,8 @@ Result<LogitsBase> LogitsBase::open(const std::string& path) {
 QuantizedLogProbs LogitsBase::row(int64_t chunk, int64_t i) const {
   const int64_t per_chunk = scored_per_chunk(n_ctx_);
   SPLASH_CHECK(chunk >= 0 && chunk < n_chunk_ && i >= 0 && i < per_chunk);
-  const uint8_t* r = rows_ + static_cast<uint64_t>(chunk * per_chunk + i) * static_cast<uint64_t>(row_entries(n_vocab_)) * 2;
+  const uint8_t* r =
+      rows_ + static_cast<uint64_t>(chunk * per_chunk + i) * static_cast<uint64_t>(row_entries(n_vocab_)) * 2;
   QuantizedLogProbs q;
   q.scale = get_le<float>(r);
   q.min_log_prob = get_le<float>(r + 4);

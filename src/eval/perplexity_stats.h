@@ -20,8 +20,8 @@ namespace splash::eval {
 // in f64. nll = max + log(sum) - logit[target].
 struct RowSoftmax {
   float max_logit = 0;
-  int32_t argmax = 0;    // the first index holding max_logit
-  double log_sum = 0;    // log(sum exp(logit - max_logit))
+  int32_t argmax = 0;  // the first index holding max_logit
+  double log_sum = 0;  // log(sum exp(logit - max_logit))
   double log_prob(float logit) const { return static_cast<double>(logit) - max_logit - log_sum; }
 };
 RowSoftmax row_softmax(std::span<const float> logits);
@@ -69,11 +69,11 @@ QuantizedHeader quantize_log_probs(std::span<const float> logits, std::span<uint
 
 // One scored token of the KL-divergence mode.
 struct TokenComparison {
-  double nll = 0;       // -log q(target), the model being tested
-  double nll_base = 0;  // -log p(target), the base
-  double kld = 0;       // KL(p || q) = sum_i p_i (log p_i - log q_i), over the base's entries above -16
+  double nll = 0;         // -log q(target), the model being tested
+  double nll_base = 0;    // -log p(target), the base
+  double kld = 0;         // KL(p || q) = sum_i p_i (log p_i - log q_i), over the base's entries above -16
   bool same_top = false;  // argmax q == argmax p
-  double p_diff = 0;    // q(target) - p(target)
+  double p_diff = 0;      // q(target) - p(target)
 };
 TokenComparison compare_token(std::span<const float> logits, const QuantizedLogProbs& base, int32_t target);
 
@@ -89,12 +89,12 @@ double percentile_sorted(std::span<const double> sorted, double fraction);
 
 struct KlSummary {
   int64_t count = 0;
-  MeanError ppl, ppl_base;    // exp(mean NLL) and PPL * error of the mean NLL
-  MeanError log_ppl_ratio;    // mean ln(PPL / PPL_base), error with the covariance of the two NLLs
-  MeanError kld;              // mean KLD
+  MeanError ppl, ppl_base;  // exp(mean NLL) and PPL * error of the mean NLL
+  MeanError log_ppl_ratio;  // mean ln(PPL / PPL_base), error with the covariance of the two NLLs
+  MeanError kld;            // mean KLD
   double kld_max = 0, kld_p999 = 0, kld_p99 = 0, kld_median = 0, kld_min = 0;
-  MeanError same_top;         // fraction of tokens whose top-1 agrees, binomial error
-  double p_diff_rms = 0;      // root mean square of q(target) - p(target)
+  MeanError same_top;     // fraction of tokens whose top-1 agrees, binomial error
+  double p_diff_rms = 0;  // root mean square of q(target) - p(target)
 };
 
 // Accumulates TokenComparisons (in scoring order) and summarizes them.

@@ -2,12 +2,12 @@
 // --kl-divergence-base layout read as that tool writes it.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
 #include <cstdio>
 #include <cstring>
-#include <unistd.h>
 #include <filesystem>
-#include <functional>
 #include <fstream>
+#include <functional>
 #include <random>
 #include <vector>
 
@@ -111,7 +111,9 @@ TEST(LogitsFile, ReadsLlamaCppLayout) {
   // uint16 codes.
   Fixture f;
   std::vector<char> bytes;
-  auto put = [&](const void* p, size_t n) { bytes.insert(bytes.end(), static_cast<const char*>(p), static_cast<const char*>(p) + n); };
+  auto put = [&](const void* p, size_t n) {
+    bytes.insert(bytes.end(), static_cast<const char*>(p), static_cast<const char*>(p) + n);
+  };
   put("_logits_", 8);
   const uint32_t n_ctx = static_cast<uint32_t>(f.n_ctx);
   const int32_t n_vocab = static_cast<int32_t>(f.n_vocab), n_chunk = static_cast<int32_t>(f.n_chunk);
