@@ -115,12 +115,6 @@ Status evaluate_windows(const Model& m, KvPagePool& kv, ThreadPool& threads, std
   return {};
 }
 
-std::string fmt(const char* f, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, v);
-  return buf;
-}
-
 int run_perplexity(const PerplexityArgs& a) {
   if (a.threads < 0) return ppl_usage_error(str_cat("--threads ", a.threads, " is negative"));
   if (a.batch < 1) return ppl_usage_error(str_cat("--batch ", a.batch, " must be >= 1"));
@@ -361,7 +355,7 @@ int run_perplexity(const PerplexityArgs& a) {
   std::printf("99.0%%   KLD: %10.6f\n", s.kld_p99);
   std::printf("Median  KLD: %10.6f\n", s.kld_median);
   std::printf("Minimum KLD: %10.6f\n", s.kld_min);
-  std::printf("RMS dp     : %s %%\n", fmt("%6.3f", 100.0 * s.p_diff_rms).c_str());
+  std::printf("RMS dp     : %6.3f %%\n", 100.0 * s.p_diff_rms);
   std::printf("Same top p : %6.3f +/- %5.3f %%\n", 100.0 * s.same_top.value, 100.0 * s.same_top.error);
   std::fprintf(stderr, "%lld tokens compared in %.2f s\n", static_cast<long long>(s.count), seconds);
   return 0;
