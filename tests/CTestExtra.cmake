@@ -258,3 +258,13 @@ if(SPLASH_NODE)
   set_tests_properties(e2e_agents PROPERTIES LABELS e2e TIMEOUT 900 SKIP_RETURN_CODE 77)
 endif()
 # --- end oMLX flags and launchers ---
+# --- perplexity (splash perplexity, eval/) -------------------------------------------------------
+# `splash perplexity` (PPL, running values, uncertainty, --batch grouping and pieces, KL mode) against
+# the numpy reference's own computation of llama-perplexity's method on a random-weight llama GGUF.
+if(SPLASH_NUMPY_PYTHON)
+  add_test(NAME perplexity_reference
+    COMMAND ${SPLASH_NUMPY_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/reference/check_perplexity.py
+            --tool $<TARGET_FILE:splash>)
+  set_tests_properties(perplexity_reference PROPERTIES LABELS "reference" TIMEOUT 300)
+endif()
+# --- end perplexity ------------------------------------------------------------------------------

@@ -20,6 +20,7 @@ Runner register_make_test_model(CLI::App& app);
 Runner register_run(CLI::App& app);
 Runner register_bench(CLI::App& app);
 Runner register_serve(CLI::App& app);
+Runner register_perplexity(CLI::App& app);
 
 // `splash claude|codex|opencode ARGS...` (src/cli/agents.cpp). Not parsed by CLI11: every argument
 // but the launcher's own --port / --model belongs to the agent, its --help included, so main()

@@ -28,6 +28,8 @@ int main(int argc, char** argv) {
   add("run", "Generate text from a prompt, streamed to stdout, timings to stderr", splash::cli::register_run);
   add("serve", "Serve a model over an OpenAI-compatible HTTP API and a chat page", splash::cli::register_serve);
   add("bench", "Measure prefill (ppN) and decode (tgN) speed, llama-bench style", splash::cli::register_bench);
+  add("perplexity", "Perplexity of a text file (llama-perplexity's method) and KL divergence against a base model",
+      splash::cli::register_perplexity);
   // Listed for --help only: main() runs them above, before CLI11 sees their arguments.
   for (Agent agent : {Agent::kClaude, Agent::kCodex, Agent::kOpencode})
     app.add_subcommand(splash::launch::agent_program(agent),
