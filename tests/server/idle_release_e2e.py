@@ -147,7 +147,7 @@ def test_busy_and_failed_reload(model):
     s = Server(model, "--idle-release", "1s")
     try:
         code, text = request(s.port, "POST", "/v1/completions",
-                             {"prompt": "a long one", "max_tokens": 150, "temperature": 0, "ignore_eos": True})
+                             {"prompt": "a long one", "max_tokens": 500, "temperature": 0, "ignore_eos": True})
         body = json.loads(text)
         check(code == 200 and body["timings"]["predicted_ms"] > 1500,
               "a request of %.0f ms, longer than --idle-release 1s" % body["timings"]["predicted_ms"])

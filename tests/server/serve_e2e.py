@@ -413,6 +413,13 @@ class SleepInhibitor(unittest.TestCase):
                 self.assertIn("--what=sleep", f.read())
             with open(os.path.join(d, "pid")) as f:
                 pid = int(f.read())
+            # Counted once it outlives the settle time, which may come after the requests ended.
+            deadline = time.time() + 10
+            while time.time() < deadline:
+                _, _, st = srv.json("GET", "/status")
+                if st["sleep_inhibitor"]["acquisitions"] >= 1:
+                    break
+                time.sleep(0.1)
             deadline = time.time() + 10
             while time.time() < deadline:
                 _, _, st = srv.json("GET", "/status")
