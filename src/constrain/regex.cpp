@@ -9,7 +9,10 @@ namespace {
 
 using ExprId = GrammarBuilder::ExprId;
 
-std::string utf8(uint32_t cp) {
+
+}  // namespace
+
+std::string utf8_of(uint32_t cp) {
   std::string s;
   if (cp < 0x80) {
     s += static_cast<char>(cp);
@@ -28,8 +31,6 @@ std::string utf8(uint32_t cp) {
   }
   return s;
 }
-
-}  // namespace
 
 // Every well-formed multi-byte UTF-8 sequence (no surrogates, nothing past U+10FFFF).
 ExprId utf8_multibyte(GrammarBuilder& b) {
@@ -300,7 +301,7 @@ class Parser {
       std::string error;
       const int64_t cp = char_escape(p_, pos_, error);
       if (cp < 0) return fail(error);
-      return literal_of(utf8(static_cast<uint32_t>(cp)), target_, b_);
+      return literal_of(utf8_of(static_cast<uint32_t>(cp)), target_, b_);
     }
     // One UTF-8 character, as written.
     size_t len = 1;

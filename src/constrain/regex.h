@@ -8,6 +8,7 @@
 // Characters are matched as UTF-8: `.` and negated classes take whole multi-byte characters.
 #pragma once
 
+#include <string>
 #include <string_view>
 
 #include "constrain/grammar.h"
@@ -31,6 +32,9 @@ Result<RegexExpr> compile_regex(std::string_view pattern, RegexTarget target, Gr
 // One character of the target, as a grammar expression (a whole UTF-8 sequence; in kJsonString, a
 // plain character or an escape sequence).
 GrammarBuilder::ExprId any_char(RegexTarget target, GrammarBuilder& b, bool allow_newline = true);
+
+// The UTF-8 bytes of a code point (<= 0x10FFFF).
+std::string utf8_of(uint32_t cp);
 
 // Any well-formed multi-byte UTF-8 character (what `.` and negated ASCII classes also admit).
 GrammarBuilder::ExprId utf8_multibyte(GrammarBuilder& b);

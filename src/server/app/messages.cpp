@@ -46,14 +46,7 @@ void App::handle_messages(const http::Request& req, const Writer& w) {
   if (!rendered.ok()) return respond_messages_error(*w, rendered.error());
 
   const openai::CommonFields& c = r.chat.common;
-  g.sampling = openai::to_sampling_params(c.sampling);
-  g.stop = c.stop;
-  g.ignore_eos = c.ignore_eos;
-  g.cache_prompt = c.cache_prompt;
-  g.want_progress = c.return_progress;
-  g.priority = c.priority;
-  g.timeout_s = c.timeout_s;
-  g.stream = c.stream;
+  apply_common(c, g);
   g.max_tokens = r.max_tokens;
   g.clamp_max_tokens = true;  // spec 2.4: over the window runs to the limit (model_context_window_exceeded)
   g.output.split = true;

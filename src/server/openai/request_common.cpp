@@ -119,4 +119,20 @@ ApiResult<CommonFields> parse_common_fields(const FieldReader& r) {
   return c;
 }
 
+ApiResult<ToolChoice> parse_tool_choice_string(const std::string& s, const std::vector<Tool>& tools,
+                                               std::string_view object_hint) {
+  ToolChoice choice;
+  if (s == "auto") return choice;
+  if (s == "none") {
+    choice.mode = ToolChoice::Mode::kNone;
+    return choice;
+  }
+  if (s == "required") {
+    if (tools.empty()) return invalid_request("'tool_choice' \"required\" needs 'tools'");
+    choice.mode = ToolChoice::Mode::kRequired;
+    return choice;
+  }
+  return invalid_request(str_cat("'tool_choice' must be \"auto\", \"none\", \"required\" or ", object_hint));
+}
+
 }  // namespace splash::openai

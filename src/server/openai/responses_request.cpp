@@ -258,20 +258,7 @@ ApiResult<ToolChoice> rsp_parse_tool_choice(const FieldReader& top, const std::v
   ToolChoice choice;
   const ojson* v = top.get("tool_choice");
   if (v == nullptr) return choice;
-  if (v->is_string()) {
-    const std::string& s = v->get_ref<const std::string&>();
-    if (s == "auto") return choice;
-    if (s == "none") {
-      choice.mode = ToolChoice::Mode::kNone;
-      return choice;
-    }
-    if (s == "required") {
-      if (tools.empty()) return invalid_request("'tool_choice' \"required\" needs 'tools'");
-      choice.mode = ToolChoice::Mode::kRequired;
-      return choice;
-    }
-    return invalid_request("'tool_choice' must be \"auto\", \"none\", \"required\" or an object");
-  }
+  if (v->is_string()) return parse_tool_choice_string(v->get_ref<const std::string&>(), tools, "an object");
   if (!v->is_object()) return invalid_request("'tool_choice' must be a string or an object");
   FieldReader r(*v, "tool_choice");
   SPLASH_OAI_TRY(auto type, r.string("type"));
