@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "core/check.h"
+#include "sampling/row_kernels.h"
 #include "spec/spec_sequence.h"
 #include "spec/verify.h"
 
@@ -12,23 +13,6 @@ namespace splash {
 double ms_between(EngineClock::time_point a, EngineClock::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
 }
-
-namespace {
-
-// -inf for every token the mask leaves out; whole words of allowed tokens are skipped.
-void apply_mask(const std::vector<uint64_t>& mask, std::span<float> logits) {
-  const float ninf = -std::numeric_limits<float>::infinity();
-  for (size_t w = 0; w < mask.size(); ++w) {
-    const uint64_t bits = mask[w];
-    if (bits == ~uint64_t{0}) continue;
-    const size_t base = w * 64, end = std::min(logits.size(), base + 64);
-    for (size_t i = base; i < end; ++i) {
-      if (!((bits >> (i - base)) & 1)) logits[i] = ninf;
-    }
-  }
-}
-
-}  // namespace
 
 Result<std::unique_ptr<Lane>> Lane::create(uint64_t id, EngineRequest request, EngineCallback callback,
                                            const Tokenizer& tokenizer, int64_t n_vocab, int64_t max_context) {
@@ -174,7 +158,7 @@ Lane::Step Lane::on_logits(std::span<float> logits, EngineClock::time_point now,
     }
     mask_.resize(m.vocab().mask_words());
     m.fill_mask(mask_.data());
-    apply_mask(mask_, logits);
+    row_apply_mask(logits, mask_.data());
   }
   auto sampled = verify_row(sampler_, logits, proposal);
   if (!sampled.ok()) {

@@ -88,6 +88,33 @@ double detail::row_exp_weights_avx2(std::span<const float> logits, float max, fl
   return row_exp_weights_avx2_raw(logits.data(), logits.size(), max, temperature, w);
 }
 
+void row_apply_mask(std::span<float> logits, const uint64_t* allowed) {
+  const size_t n = logits.size();
+  float* x = logits.data();
+  const v4u shifts = {0, 1, 2, 3};
+  for (size_t w = 0; w * 64 < n; ++w) {
+    const uint64_t bits = allowed[w];
+    if (bits == ~uint64_t{0}) continue;
+    const size_t base = w * 64;
+    const size_t end = base + 64 <= n ? base + 64 : n;
+    size_t i = base;
+    if (bits == 0) {
+      for (; i < end; ++i) x[i] = kNegInf;
+      continue;
+    }
+    for (; i + 4 <= end; i += 4) {
+      const auto nibble = static_cast<uint32_t>((bits >> (i - base)) & 0xF);
+      const v4u keep = (v4u{nibble, nibble, nibble, nibble} >> shifts) & 1u;
+      const v4f v = load(x + i);
+      const v4f out = keep != 0u ? v : splat(kNegInf);
+      std::memcpy(x + i, &out, sizeof(out));
+    }
+    for (; i < end; ++i) {
+      if (!((bits >> (i - base)) & 1)) x[i] = kNegInf;
+    }
+  }
+}
+
 bool detail::cpu_has_avx2() {
 #if defined(__x86_64__) || defined(__i386__)
   return __builtin_cpu_supports("avx2");

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <span>
 
 namespace splash {
@@ -22,6 +23,10 @@ RowStats row_stats(std::span<const float> logits);
 // entries); returns the sum of w in double, accumulated over 8 lanes in a fixed order. Uses the AVX2
 // version when the CPU has it; both give identical bits (tested).
 double row_exp_weights(std::span<const float> logits, float max, float temperature, float* w);
+
+// logits[i] = -inf wherever bit i of `allowed` (a bitset over the row, logits.size() bits rounded up
+// to whole 64-bit words) is 0: structured output's mask, four lanes at a time.
+void row_apply_mask(std::span<float> logits, const uint64_t* allowed);
 
 namespace detail {
 double row_exp_weights_sse(std::span<const float> logits, float max, float temperature, float* w);
