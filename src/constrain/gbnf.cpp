@@ -4,6 +4,7 @@
 #include <string>
 
 #include "constrain/regex.h"
+#include "core/utf8.h"
 
 namespace splash::constrain {
 
@@ -230,7 +231,7 @@ class GbnfParser {
         default: return fail(std::string("unknown escape \\") + c);
       }
       if (cp < 0 || cp > 0x10FFFF) return fail("bad escape in string literal");
-      text += utf8_of(static_cast<uint32_t>(cp));
+      append_utf8(text, static_cast<uint32_t>(cp));
     }
     if (pos_ >= t_.size()) return fail("unterminated string literal");
     ++pos_;

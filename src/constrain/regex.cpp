@@ -3,34 +3,21 @@
 #include <cstdio>
 #include <string>
 
+#include "core/utf8.h"
+
 namespace splash::constrain {
 
 namespace {
 
 using ExprId = GrammarBuilder::ExprId;
 
-
-}  // namespace
-
-std::string utf8_of(uint32_t cp) {
+std::string utf8_string(uint32_t cp) {
   std::string s;
-  if (cp < 0x80) {
-    s += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    s += static_cast<char>(0xC0 | (cp >> 6));
-    s += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    s += static_cast<char>(0xE0 | (cp >> 12));
-    s += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    s += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    s += static_cast<char>(0xF0 | (cp >> 18));
-    s += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    s += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    s += static_cast<char>(0x80 | (cp & 0x3F));
-  }
+  append_utf8(s, cp);
   return s;
 }
+
+}  // namespace
 
 // Every well-formed multi-byte UTF-8 sequence (no surrogates, nothing past U+10FFFF).
 ExprId utf8_multibyte(GrammarBuilder& b) {
@@ -301,7 +288,7 @@ class Parser {
       std::string error;
       const int64_t cp = char_escape(p_, pos_, error);
       if (cp < 0) return fail(error);
-      return literal_of(utf8_of(static_cast<uint32_t>(cp)), target_, b_);
+      return literal_of(utf8_string(static_cast<uint32_t>(cp)), target_, b_);
     }
     // One UTF-8 character, as written.
     size_t len = 1;

@@ -33,9 +33,6 @@ Result<RegexExpr> compile_regex(std::string_view pattern, RegexTarget target, Gr
 // plain character or an escape sequence).
 GrammarBuilder::ExprId any_char(RegexTarget target, GrammarBuilder& b, bool allow_newline = true);
 
-// The UTF-8 bytes of a code point (<= 0x10FFFF).
-std::string utf8_of(uint32_t cp);
-
 // Any well-formed multi-byte UTF-8 character (what `.` and negated ASCII classes also admit).
 GrammarBuilder::ExprId utf8_multibyte(GrammarBuilder& b);
 

@@ -9,6 +9,8 @@
 
 #include <xxhash.h>
 
+#include "core/le_bytes.h"
+
 namespace splash::eval {
 
 namespace {
@@ -17,18 +19,6 @@ constexpr char kMagic[4] = {'S', 'P', 'L', 'G'};
 constexpr char kLlamaMagic[8] = {'_', 'l', 'o', 'g', 'i', 't', 's', '_'};
 constexpr size_t kHeaderBytes = 32;
 constexpr uint32_t kFlagBosReplaced = 1;
-
-// The build is x86-64 only (little-endian), so fields are copied as they are in memory.
-template <class T>
-void put_le(uint8_t* p, T v) {
-  std::memcpy(p, &v, sizeof v);
-}
-template <class T>
-T get_le(const uint8_t* p) {
-  T v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
 
 // uint16 entries per row: scale and min (two f32 = four uint16), then the codes padded to even.
 int64_t row_entries(int64_t n_vocab) { return 4 + 2 * ((n_vocab + 1) / 2); }

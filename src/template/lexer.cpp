@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "core/result.h"
+#include "core/utf8.h"
 #include "template/value.h"
 
 namespace splash::jinja {
@@ -176,19 +177,6 @@ constexpr Mapping kMappings[] = {
     {"*", Tok::kMultiplicative},   {"//", Tok::kMultiplicative}, {"/", Tok::kMultiplicative},
     {"%", Tok::kMultiplicative},   {"=", Tok::kEquals},
 };
-
-void append_utf8(std::string& out, uint32_t cp) {
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xC0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    out += static_cast<char>(0xE0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  }
-}
 
 class Lexer {
  public:

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/mapped_file.h"
+#include "core/utf8.h"
 
 namespace splash::testmodel {
 namespace {
@@ -35,16 +36,7 @@ constexpr std::string_view kCorpus =
 
 std::string utf8(uint32_t cp) {
   std::string s;
-  if (cp < 0x80) {
-    s += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    s += static_cast<char>(0xC0 | (cp >> 6));
-    s += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    s += static_cast<char>(0xE0 | (cp >> 12));
-    s += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    s += static_cast<char>(0x80 | (cp & 0x3F));
-  }
+  append_utf8(s, cp);
   return s;
 }
 

@@ -2,6 +2,8 @@
 // Not part of the public API.
 #pragma once
 
+#include "core/utf8.h"
+
 #include <array>
 #include <cstdint>
 #include <string>
@@ -84,7 +86,7 @@ struct TokenizerImpl {
 // GPT-2 byte <-> printable code point mapping.
 uint32_t byte_to_codepoint(uint8_t b);
 int byte_from_codepoint(uint32_t cp);  // -1 if cp is not in the mapping
-void append_utf8(std::string& out, uint32_t cp);
+using splash::append_utf8;  // core/utf8.h
 // Vocabulary string (byte-level mapped) -> raw bytes; code points outside the mapping are kept as UTF-8.
 std::string byte_level_unmap(std::string_view text);
 // Raw bytes -> byte-level mapped vocabulary string.

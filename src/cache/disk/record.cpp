@@ -4,21 +4,11 @@
 
 #include <xxhash.h>
 
+#include "core/le_bytes.h"
+
 namespace splash::disk {
 
 namespace {
-
-// The build is x86-64 only (little-endian), so fields are copied as they are in memory.
-template <class T>
-void put_le(uint8_t* p, T v) {
-  std::memcpy(p, &v, sizeof v);
-}
-template <class T>
-T get_le(const uint8_t* p) {
-  T v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
 
 uint64_t header_checksum(const uint8_t* rec, uint32_t n_block_tokens) {
   // The token ids hashed with the fixed fields' hash as the seed: one value covering both.
