@@ -239,7 +239,7 @@ void generate(const GenerationContext& ctx, GenerationRequest r, std::unique_ptr
   if (!ctx.engines) return job->refuse(openai::api_error(503, "runtime_unavailable", "the engine is not running"));
   // Loads the weights again when --idle-release let them go; the request holds the lease to its end.
   auto lease = ctx.engines->acquire();
-  if (!lease.ok()) return job->refuse(openai::api_error(503, "runtime_unavailable", lease.error_message()));
+  if (!lease.ok()) return job->refuse(openai::api_error(lease.error()));
   job->load_wait_ms = (*lease)->load_wait_ms();
 
   EngineRequest req;
