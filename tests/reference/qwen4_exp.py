@@ -427,13 +427,20 @@ def mtp_rows(model, ids, banks, pos0, st):
     """Rows at positions pos0..: ids [T] (the next tokens), banks [T, hc*H] (the trunk's pre-mixer
     banks, or the head's own from the previous draft step) -> (bank [T, hc*H], logits [T, V])."""
     cfg, P = model.cfg, model.mtp
+    pos = np.arange(pos0, pos0 + len(ids))
+    X = decoder_layer(cfg, P["layer"], "mtp", "qsa", mtp_input(model, ids, banks), pos, st)
+    return X, hc_mix(cfg, P["mixer"], X)[0] @ model.lm_head.T
+
+
+def mtp_input(model, ids, banks):
+    """The head's input bank: fc_hidden applied to each stream of the normed bank, plus the projected
+    normed embedding on every stream. The bank is normed by ONE RMS over all hc*H features (vLLM,
+    SGLang, oMLX); llama.cpp norms each stream, which is a different model (docs/FLASH_NEXT.md)."""
+    cfg, P = model.cfg, model.mtp
     H, hc = cfg.hidden, cfg.hc
     e = rms(model.embed[np.asarray(ids)], P["norm_e"], cfg.eps) @ P["fc_embedding"].T      # [T, H]
-    hn = rms(banks, P["norm_h"], cfg.eps).reshape(-1, hc, H)                                # one RMS over hc*H
-    X = (hn @ P["fc_hidden"].T + e[:, None, :]).reshape(-1, hc * H)
-    pos = np.arange(pos0, pos0 + len(ids))
-    X = decoder_layer(cfg, P["layer"], "mtp", "qsa", X, pos, st)
-    return X, hc_mix(cfg, P["mixer"], X)[0] @ model.lm_head.T
+    hn = rms(banks, P["norm_h"], cfg.eps).reshape(-1, hc, H)
+    return (hn @ P["fc_hidden"].T + e[:, None, :]).reshape(-1, hc * H)
 
 
 def mtp_draft(model, tokens, n_draft):

@@ -24,7 +24,7 @@ import numpy as np
 import qwen4_exp as q4
 import readers
 
-PLE_PREFIX = "ple.ple_embedding."
+PLE_PREFIX = "ple_embedding."
 
 
 def _check_constants(cfg, mult, offsets, sizes, where):
