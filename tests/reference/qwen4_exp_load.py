@@ -25,6 +25,7 @@ import qwen4_exp as q4
 import readers
 
 PLE_PREFIX = "ple_embedding."
+HF_MODEL_TYPES = ("qwen4_exp", "qwen3_8_flash_next")   # the second: an early naming some exports keep
 
 
 def _check_constants(cfg, mult, offsets, sizes, where):

@@ -219,6 +219,16 @@ class ModelTests(unittest.TestCase):
         got = q4.forward(gg, fx.PROMPT, q4.State(gg.cfg))
         self.assertLess(float(np.abs(got - self.logits).max() / np.abs(self.logits).max()), 1e-6)
 
+    def test_generic_entry_points(self):
+        """reference.py / mtp.py reach Flash-Next through model.load / model.greedy."""
+        import model as ref_model
+        with open(os.path.join(self.tmp, "ref_greedy.txt")) as f:
+            want = [int(x) for x in f.read().split(",")]
+        for path in ("hf", os.path.join("gguf", "model.gguf")):
+            m = ref_model.load(os.path.join(self.tmp, path))
+            self.assertIsInstance(m, q4.Model)
+            self.assertEqual(ref_model.greedy(m, fx.PROMPT, len(want)), want, path)
+
     def test_hf_layout(self):
         d = os.path.join(self.tmp, "hf")
         st = readers.SafetensorsDir(d)
