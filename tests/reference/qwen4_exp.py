@@ -180,6 +180,9 @@ class Config:
         self.head_sizes, self.head_offsets, self.ple_rows = head_geometry(
             self.ngram_base, self.n_ple_heads, 0, self.ngram_div)
         self.mtp_layers = int(c.get("mtp_num_hidden_layers", 0))
+        if self.ple_dim % self.n_ple_heads or self.n_rot > self.idx_dim or self.hc < 2:
+            raise ValueError("qwen4_exp: ple_embed_dim must split into the n-gram heads, the RoPE dims must fit "
+                             "the indexer head, and hc_count must be > 1 (transformers' own checks)")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -227,7 +230,7 @@ class State:
         self.k, self.v, self.idx_k, self.conv, self.S = {}, {}, {}, {}, {}
         conv_dim = 2 * cfg.lin_nk * cfg.lin_dk + cfg.lin_nv * cfg.lin_dv
         for il in (layers if layers is not None else range(cfg.n_layers)):
-            if cfg.kinds[il] == "qsa" if isinstance(il, int) else True:
+            if il == "mtp" or cfg.kinds[il] == "qsa":
                 self.k[il] = np.zeros((0, cfg.n_kv, cfg.head_dim))
                 self.v[il] = np.zeros((0, cfg.n_kv, cfg.head_dim))
                 self.idx_k[il] = np.zeros((0, cfg.idx_dim))

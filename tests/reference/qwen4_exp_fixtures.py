@@ -193,7 +193,8 @@ def hf_tensors(r, cfg, fp8):
         scale = float(bf16_round(np.array([np.abs(a).max() / 448.0], dtype=np.float32))[0]) if fp8 else None
         for s in range(parts):
             rows = a[s * per:(s + 1) * per]
-            out[f"{base}ngram_embedding.shard_{s}.weight"] = (fp8_encode(rows / scale), "F8_E4M3") if fp8 else (rows, "BF16")
+            shard = (fp8_encode(rows / scale), "F8_E4M3") if fp8 else (rows, "BF16")
+            out[f"{base}ngram_embedding.shard_{s}.weight"] = shard
         if fp8:
             out[base + "ngram_embedding.weight_scale"] = (np.array([scale], dtype=np.float32), "BF16")
         out[base + "layer_multipliers"] = (np.array(cfg.multipliers, dtype=np.int64), "I64")
@@ -286,7 +287,8 @@ def gguf_tensors(r, cfg):
         _gguf_layer(out, w, p, b, cfg, cfg.kinds[il])
         if il == cfg.ple_layer:
             a = p + "ple."
-            out[b + "ple_key.weight"], out[b + "ple_value.weight"] = w[a + "key_proj.weight"], w[a + "value_proj.weight"]
+            out[b + "ple_key.weight"] = w[a + "key_proj.weight"]
+            out[b + "ple_value.weight"] = w[a + "value_proj.weight"]
             for n in ("norm_key", "norm_query", "norm_conv"):
                 out[b + f"ple_{n}.weight"] = w[a + n + ".weight"] + 1
             out[b + "ple_conv1d.weight"] = w[a + "conv1d.weight"].reshape(-1, cfg.ple_conv_k)

@@ -156,12 +156,14 @@ def gguf_config(md):
              layer_types=kinds, linear_num_key_heads=int(g("ssm.group_count")),
              linear_key_head_dim=int(g("ssm.state_size")), linear_num_value_heads=nv,
              linear_value_head_dim=int(g("ssm.inner_size")) // nv, linear_conv_kernel_dim=int(g("ssm.conv_kernel")),
-             output_gate_type="sigmoid", num_experts=int(g("expert_count")), num_experts_per_tok=int(g("expert_used_count")),
+             output_gate_type="sigmoid", num_experts=int(g("expert_count")),
+             num_experts_per_tok=int(g("expert_used_count")),
              norm_topk_prob=bool(g("expert_weights_norm", True)), hc_count=int(g("hyper_connection.count")),
              hc_lowrank=int(g("hyper_connection.low_rank")), indexer_n_heads=int(g("attention.indexer.head_count")),
              indexer_kv_heads=1, indexer_head_dim=int(g("attention.indexer.key_length")),
              indexer_budget=int(g("attention.indexer.top_k")),
-             indexer_compress_ratio=int(max(ratios) if ratios else 4), mtp_num_hidden_layers=int(g("nextn_predict_layers", 0)))
+             indexer_compress_ratio=int(max(ratios) if ratios else 4),
+             mtp_num_hidden_layers=int(g("nextn_predict_layers", 0)))
     if g("ple.layers"):
         sizes = [int(x) for x in g("ple.head_vocab_sizes")]
         npg, hp = int(g("ple.ngram_size")), int(g("ple.heads_per_ngram"))

@@ -60,6 +60,31 @@ class HashTests(unittest.TestCase):
         self.assertEqual(q4.head_geometry(SHIPPED_BASE, 16, 1, 128)[0],
                          [SHIPPED_BASE + i for i in np.nonzero(span)[0][16:32]])
 
+    def test_shipped_config(self):
+        """The derived values a port gets wrong silently, from the published text_config."""
+        c = {"vocab_size": 248320, "hidden_size": 2560, "num_hidden_layers": 48, "num_attention_heads": 24,
+             "num_key_value_heads": 2, "head_dim": 256, "rms_norm_eps": 1e-6, "eos_token_id": 248044,
+             "rope_parameters": {"rope_theta": 10000000, "partial_rotary_factor": 0.25,
+                                 "mrope_section": [11, 11, 10], "mrope_interleaved": True},
+             "layer_types": ["full_attention" if i % 4 == 3 else "linear_attention" for i in range(48)],
+             "linear_num_key_heads": 16, "linear_num_value_heads": 48, "linear_key_head_dim": 128,
+             "linear_value_head_dim": 128, "linear_conv_kernel_dim": 4, "output_gate_type": "sigmoid",
+             "num_experts": 512, "num_experts_per_tok": 10, "moe_intermediate_size": 640,
+             "shared_expert_intermediate_size": 640, "hc_count": 4, "hc_lowrank": 320, "indexer_n_heads": 4,
+             "indexer_kv_heads": 1, "indexer_head_dim": 128, "indexer_budget": 2048, "indexer_compress_ratio": 4,
+             "ple_layer_ids": [2], "ple_embed_dim": 2560, "ple_conv_kernel_size": 4, "ngram_size": 3,
+             "heads_per_ngram": 8, "ngram_vocab_size_base": 20000000, "make_ngram_vocab_size_divisible_by": 128,
+             "split_ngram_parts": 128, "mtp_num_hidden_layers": 1}
+        cfg = q4.Config(c)
+        self.assertEqual((cfg.n_rot, cfg.idx_topk, cfg.ple_layer, cfg.kinds[1], cfg.kinds[3]),
+                         (64, 512, 1, "gdn", "qsa"))
+        self.assertEqual((cfg.n_ple_heads, cfg.ple_head_dim, (cfg.ple_conv_k - 1) * cfg.ngram_size), (16, 160, 9))
+        self.assertEqual((cfg.seed, cfg.ple_rows, cfg.ple_rows // cfg.split_parts), (1234, 320001536, 2500012))
+        self.assertEqual(cfg.multipliers, [23703573157769, 20109073645365, 8052911324071])
+        st = q4.State(cfg, layers=[0, 3])
+        self.assertEqual((st.ple_ids, st.ple_conv.shape, st.conv[0].shape, st.S[0].shape, st.idx_k[3].shape),
+                         ([248044, 248044], (9, 10240), (3, 10240), (48, 128, 128), (0, 128)))
+
     def _cfg(self):
         return q4.Config(fx.text_config())
 
@@ -197,7 +222,8 @@ class ModelTests(unittest.TestCase):
         hf = self.model
         gg = q4load.load(os.path.join(self.tmp, "gguf", "model.gguf"))
         self.assertEqual(vars(gg.cfg).keys(), vars(hf.cfg).keys())
-        for k in ("kinds", "n_rot", "idx_topk", "ple_layer", "multipliers", "head_sizes", "head_offsets", "eos", "vocab"):
+        for k in ("kinds", "n_rot", "idx_topk", "ple_layer", "multipliers", "head_sizes", "head_offsets", "eos",
+                  "vocab"):
             self.assertEqual(getattr(gg.cfg, k), getattr(hf.cfg, k), k)
 
         def same(a, b, where):
