@@ -274,14 +274,20 @@ def ple_layer(cfg, P, table, B, ids, st):
     s = (kn * qn).sum(axis=-1) / math.sqrt(H)                     # [T, hc]
     s = np.sign(s) * np.sqrt(np.maximum(np.abs(s), 1e-6))
     gv = (sigmoid(s)[:, :, None] * v[:, None, :]).reshape(len(ids), hc * H)
-    u = grouped_rms(gv, P["norm_conv"], H, cfg.eps)
+    return gv + ple_conv(cfg, P["conv"], grouped_rms(gv, P["norm_conv"], H, cfg.eps), st)
+
+
+def ple_conv(cfg, w, u, st):
+    """silu of the depthwise conv with dilation ngram_size over the normed gated values u [T, C]: tap j
+    of token t reads u[t - d * (K - 1 - j)], rows before the sequence are zeros, and st.ple_conv keeps
+    the last (K - 1) * d rows (not reset at an EOS)."""
     d, K = cfg.ngram_size, cfg.ple_conv_k
     n_state = (K - 1) * d
     hist = np.concatenate([st.ple_conv, u])                       # row n_state + t is token t
-    conv = np.stack([sum(P["conv"][:, j] * hist[n_state + t - d * (K - 1 - j)] for j in range(K))
-                     for t in range(len(ids))])
+    conv = np.stack([sum(w[:, j] * hist[n_state + t - d * (K - 1 - j)] for j in range(K))
+                     for t in range(u.shape[0])])
     st.ple_conv = hist[-n_state:]
-    return gv + silu(conv)
+    return silu(conv)
 
 
 def gdn(cfg, L, il, x, st):

@@ -191,6 +191,20 @@ class ModelTests(unittest.TestCase):
             self.assertEqual(st.ple_conv.shape, (9, cfg.hc * cfg.hidden))
             self.assertEqual(st.idx_k[3].shape, (len(ids), cfg.idx_dim))
 
+    def test_ple_conv_is_torchs_dilated_conv(self):
+        """F.conv1d(F.pad(u, (9, 0)), w, dilation=3, groups=C): out[t, c] = sum_j w[c, j] u_pad[t + 3j, c]."""
+        cfg = self.cfg
+        rng = np.random.default_rng(4)
+        C, T = cfg.hc * cfg.hidden, 14
+        u, w = rng.standard_normal((T, C)), rng.standard_normal((C, cfg.ple_conv_k))
+        pad = np.concatenate([np.zeros((9, C)), u])
+        want = q4.silu(np.stack([sum(w[:, j] * pad[t + 3 * j] for j in range(4)) for t in range(T)]))
+        np.testing.assert_allclose(q4.ple_conv(cfg, w, u, q4.State(cfg)), want, rtol=0, atol=1e-12)
+        st = q4.State(cfg)
+        got = np.concatenate([q4.ple_conv(cfg, w, u[i:i + n], st) for i, n in ((0, 5), (5, 1), (6, 8))])
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-12)
+        np.testing.assert_array_equal(st.ple_conv, u[-9:])
+
     def test_mtp_rows_incremental_and_draft(self):
         cfg, ids = self.cfg, fx.PROMPT
         banks = []
