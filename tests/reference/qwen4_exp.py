@@ -418,14 +418,23 @@ def forward(model, ids, st, dense=False, banks=None):
     return hc_mix(cfg, model.mixer, B)[0] @ model.lm_head.T
 
 
-def greedy(model, prompt, n):
+def greedy(model, prompt, n, stats=None):
+    """stats: a dict that receives the indexer counts of the run (State.stats)."""
     st = State(model.cfg)
     logits = forward(model, prompt, st)
     out = []
     for _ in range(n):
         out.append(int(np.argmax(logits[-1])))
         logits = forward(model, [out[-1]], st)
+    _add_stats(stats, st)
     return out
+
+
+def _add_stats(stats, *states):
+    if stats is not None:
+        for st in states:
+            for k, v in st.stats.items():
+                stats[k] = stats.get(k, 0) + v
 
 
 # ---------------------------------------------------------------------------------------------
@@ -452,12 +461,12 @@ def mtp_input(model, ids, banks):
     return (hn @ P["fc_hidden"].T + e[:, None, :]).reshape(-1, hc * H)
 
 
-def mtp_draft(model, tokens, n_draft):
+def mtp_draft(model, tokens, n_draft, stats=None):
     """Proposals and their logits [n_draft, V] after the committed `tokens` (>= 2; the last one not
     yet run through the trunk): row i pairs token i+1 with the trunk bank of token i at position i;
     further steps feed the previous proposal with the head's own bank (chained drafting)."""
-    banks = []
-    forward(model, tokens[:-1], State(model.cfg), banks=banks)
+    banks, trunk = [], State(model.cfg)
+    forward(model, tokens[:-1], trunk, banks=banks)
     st = State(model.cfg, layers=["mtp"])
     n = len(tokens)
     X, logits = mtp_rows(model, tokens[1:], banks[0], 0, st)
@@ -467,4 +476,5 @@ def mtp_draft(model, tokens, n_draft):
         X, logits = mtp_rows(model, [props[-1]], X, n - 2 + k, st)
         props.append(int(np.argmax(logits[-1])))
         out.append(logits[-1])
+    _add_stats(stats, trunk, st)
     return props, np.stack(out)

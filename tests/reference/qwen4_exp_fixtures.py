@@ -389,15 +389,17 @@ def write_all(out_dir, seed=SEED):
     m = q4load.load(os.path.join(out_dir, "hf"))
     st = q4.State(cfg)
     logits = q4.forward(m, PROMPT, st)
-    if st.stats["tie_at_cut"]:
-        raise ValueError(f"seed {seed}: an indexer top-k cut falls on a tie; pick another seed")
     np.save(os.path.join(out_dir, "ref_logits.npy"), logits.astype(np.float32))
     mf = q4load.load(os.path.join(out_dir, "hf_fp8"))
     np.save(os.path.join(out_dir, "ref_logits_fp8.npy"), q4.forward(mf, PROMPT, q4.State(cfg)).astype(np.float32))
-    props, dl = q4.mtp_draft(m, PROMPT, N_DRAFT)
+    runs = {}                       # every stored result must not depend on how indexer ties break
+    props, dl = q4.mtp_draft(m, PROMPT, N_DRAFT, runs)
     np.save(os.path.join(out_dir, "ref_mtp_logits.npy"), dl.astype(np.float32))
-    for name, data in (("tokens.txt", PROMPT), ("ref_greedy.txt", q4.greedy(m, PROMPT, N_GREEDY)),
-                       ("ref_greedy_fp8.txt", q4.greedy(mf, PROMPT, N_GREEDY)), ("ref_mtp.txt", props)):
+    outputs = (("tokens.txt", PROMPT), ("ref_greedy.txt", q4.greedy(m, PROMPT, N_GREEDY, runs)),
+               ("ref_greedy_fp8.txt", q4.greedy(mf, PROMPT, N_GREEDY, runs)), ("ref_mtp.txt", props))
+    if st.stats["tie_at_cut"] or runs["tie_at_cut"]:
+        raise ValueError(f"seed {seed}: an indexer top-k cut falls on a tie; pick another seed")
+    for name, data in outputs:
         with open(os.path.join(out_dir, name), "w") as f:
             f.write(",".join(map(str, data)) + "\n")
     with open(os.path.join(out_dir, "indexer.json"), "w") as f:
