@@ -1,0 +1,336 @@
+// The ssd placement: exact-row reads into a bounded CLOCK row cache, with a prefetch thread.
+//
+// Reads: the missing rows of a request are deduplicated and sorted; rows whose (aligned) byte ranges
+// touch in one file become one pread, so nothing between two needed rows is read unless O_DIRECT's
+// 4 KiB alignment forces it (that block is read either way). O_DIRECT keeps the table out of the
+// page cache; where a file system refuses it (tmpfs, some overlays) the file is read buffered with
+// POSIX_FADV_RANDOM, so no readahead.
+// The cache holds stored rows (fp8 rows take half the room of bf16 ones): cache_bytes / row_bytes
+// slots, CLOCK replacement, a row enters with its reference bit set so a prefetched row survives
+// until the gather that asked for it unless the cache is smaller than the rows in flight.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <condition_variable>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "core/log.h"
+#include "ple/sources.h"
+
+namespace splash::ple {
+
+namespace {
+
+constexpr uint64_t kAlign = 4096;              // O_DIRECT offset, length and buffer alignment
+constexpr uint64_t kMaxRunBytes = 4ull << 20;  // one pread reads at most this much
+constexpr uint64_t kNoRow = UINT64_MAX;
+
+struct AlignedFree {
+  void operator()(uint8_t* p) const { std::free(p); }
+};
+
+struct File {
+  std::string path;
+  int fd = -1;
+  bool direct = false;
+};
+
+struct IoCount {
+  uint64_t reads = 0, bytes = 0, rows = 0;
+  double seconds = 0;
+};
+
+// Some file systems accept O_DIRECT at open and refuse the read (EINVAL): probe one aligned block.
+bool direct_read_works(int fd, uint64_t offset) {
+  std::unique_ptr<uint8_t, AlignedFree> b(static_cast<uint8_t*>(std::aligned_alloc(kAlign, kAlign)));
+  SPLASH_CHECK(b != nullptr);
+  ssize_t got = ::pread(fd, b.get(), kAlign, static_cast<off_t>(offset / kAlign * kAlign));
+  return got >= 0;
+}
+
+class SsdSource final : public RowSource {
+ public:
+  SsdSource(TableLayout layout, const RowSourceOptions& o) : RowSource(std::move(layout)), options_(o) {}
+
+  ~SsdSource() override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    work_cv_.notify_all();
+    if (worker_.joinable()) worker_.join();
+    for (auto& f : files_)
+      if (f.fd >= 0) ::close(f.fd);
+  }
+
+  Status open() {
+    for (const auto& s : layout_.segments) {
+      auto it = std::find_if(files_.begin(), files_.end(), [&](const File& f) { return f.path == s.path; });
+      if (it == files_.end()) {
+        File f{s.path, -1, false};
+        if (options_.direct_io) {
+          f.fd = ::open(s.path.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT);
+          f.direct = f.fd >= 0;
+        }
+        if (f.direct && !direct_read_works(f.fd, s.file_offset)) {
+          ::close(f.fd);
+          f.fd = -1;
+          f.direct = false;
+        }
+        if (f.fd < 0) f.fd = ::open(s.path.c_str(), O_RDONLY | O_CLOEXEC);
+        if (f.fd < 0) return make_error(s.path, ": cannot open: ", std::strerror(errno));
+        if (!f.direct) ::posix_fadvise(f.fd, 0, 0, POSIX_FADV_RANDOM);
+        files_.push_back(std::move(f));
+        it = files_.end() - 1;
+      }
+      seg_file_.push_back(static_cast<uint32_t>(it - files_.begin()));
+    }
+    n_slots_ = std::min(options_.cache_bytes / layout_.row_bytes, layout_.n_rows);
+    slots_.assign(n_slots_ * layout_.row_bytes, 0);
+    slot_row_.assign(n_slots_, kNoRow);
+    slot_ref_.assign(n_slots_, 0);
+    where_.reserve(n_slots_);
+    worker_ = std::thread([this] { work(); });
+    return {};
+  }
+
+  Status gather(std::span<const uint64_t> rows, std::span<float> out) override {
+    SPLASH_TRY_STATUS(check_rows(layout_, rows, out));
+    const uint64_t w = layout_.width;
+    std::unordered_map<uint64_t, std::vector<size_t>> missing;  // row -> positions in `rows`
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      std::unordered_set<uint64_t> seen;
+      std::vector<size_t> waiting;  // positions whose row is being read by prefetch
+      for (size_t i = 0; i < rows.size(); ++i) {
+        const uint64_t r = rows[i];
+        const bool first = seen.insert(r).second;
+        if (auto it = where_.find(r); it != where_.end()) {
+          decode_slot(it->second, out.data() + i * w);
+          stats_.cache_hits += first;
+        } else if (in_flight_.count(r)) {
+          waiting.push_back(i);
+        } else {
+          missing[r].push_back(i);
+        }
+      }
+      if (!waiting.empty()) {
+        cv_.wait(lock, [&] {
+          return std::none_of(waiting.begin(), waiting.end(), [&](size_t i) { return in_flight_.count(rows[i]) > 0; });
+        });
+        std::unordered_set<uint64_t> counted;
+        for (size_t i : waiting) {
+          const uint64_t r = rows[i];
+          if (auto it = where_.find(r); it != where_.end()) {
+            decode_slot(it->second, out.data() + i * w);
+            stats_.cache_hits += counted.insert(r).second;
+          } else {
+            missing[r].push_back(i);  // evicted before we came, or the prefetch failed
+          }
+        }
+      }
+      for (const auto& [r, pos] : missing) in_flight_.insert(r);
+    }
+    std::vector<uint64_t> order;
+    order.reserve(missing.size());
+    for (const auto& [r, pos] : missing) order.push_back(r);
+    std::sort(order.begin(), order.end());
+    IoCount io;
+    Status st = read_rows(order, io, [&](uint64_t r, const uint8_t* bytes) {
+      const auto& pos = missing.at(r);
+      decode_row(layout_, bytes, out.data() + pos[0] * w);
+      for (size_t k = 1; k < pos.size(); ++k) std::memcpy(out.data() + pos[k] * w, out.data() + pos[0] * w, w * sizeof(float));
+      std::lock_guard<std::mutex> lock(mu_);
+      insert(r, bytes);
+    });
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (uint64_t r : order) in_flight_.erase(r);
+      add(io);
+      stats_.rows_gathered += rows.size();
+    }
+    cv_.notify_all();
+    return st;
+  }
+
+  void prefetch(std::span<const uint64_t> rows) override {
+    std::vector<uint64_t> job;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (n_slots_ == 0) return;  // nowhere to keep the rows: the gather reads them
+      for (uint64_t r : rows) {
+        if (r >= layout_.n_rows || where_.count(r) || !in_flight_.insert(r).second) continue;
+        job.push_back(r);
+      }
+      if (job.empty()) return;
+      jobs_.push_back(std::move(job));
+      ++jobs_pending_;
+    }
+    work_cv_.notify_one();
+  }
+
+  void wait_prefetch() override {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return jobs_pending_ == 0; });
+  }
+
+  PleStats stats() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    PleStats s = stats_;
+    s.placement = Placement::kSsd;
+    s.format = row_format_name(layout_);
+    s.table_bytes = layout_.table_bytes();
+    s.cache_bytes = n_slots_ * layout_.row_bytes;
+    s.resident_bytes = where_.size() * layout_.row_bytes;
+    s.direct_io = std::any_of(files_.begin(), files_.end(), [](const File& f) { return f.direct; });
+    return s;
+  }
+
+ private:
+  void work() {
+    for (;;) {
+      std::vector<uint64_t> job;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        work_cv_.wait(lock, [&] { return stop_ || !jobs_.empty(); });
+        if (stop_) return;
+        job = std::move(jobs_.front());
+        jobs_.pop_front();
+      }
+      std::sort(job.begin(), job.end());
+      IoCount io;
+      Status st = read_rows(job, io, [&](uint64_t r, const uint8_t* bytes) {
+        {
+          std::lock_guard<std::mutex> lock(mu_);
+          insert(r, bytes);
+          in_flight_.erase(r);
+        }
+        cv_.notify_all();
+      });
+      if (!st.ok()) log_warn("PLE prefetch: ", st.error_message(), " (the gather will read the rows itself)");
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        for (uint64_t r : job) in_flight_.erase(r);
+        add(io);
+        stats_.rows_prefetched += io.rows;
+        --jobs_pending_;
+      }
+      cv_.notify_all();
+    }
+  }
+
+  // Reads the sorted unique `rows`, coalescing touching ranges, and calls fn(row, stored bytes) for
+  // each right after its read. No lock is held while reading.
+  Status read_rows(const std::vector<uint64_t>& rows, IoCount& io, const std::function<void(uint64_t, const uint8_t*)>& fn) {
+    if (rows.empty()) return {};
+    const uint64_t rb = layout_.row_bytes;
+    std::unique_ptr<uint8_t, AlignedFree> buf;
+    uint64_t buf_size = 0;
+    size_t i = 0;
+    while (i < rows.size()) {
+      // [i, j): one run in one file; [lo, hi) its aligned byte range.
+      const TableSegment* seg = &layout_.segment_of(rows[i]);
+      const File& f = files_[seg_file_[static_cast<size_t>(seg - layout_.segments.data())]];
+      const uint64_t a = f.direct ? kAlign : 1;
+      auto off = [&](const TableSegment& s, uint64_t r) { return s.file_offset + (r - s.first_row) * rb; };
+      std::vector<uint64_t> offs{off(*seg, rows[i])};
+      uint64_t lo = offs[0] / a * a, hi = (offs[0] + rb + a - 1) / a * a;
+      size_t j = i + 1;
+      for (; j < rows.size(); ++j) {
+        const TableSegment& s = layout_.segment_of(rows[j]);
+        if (seg_file_[static_cast<size_t>(&s - layout_.segments.data())] != seg_file_[static_cast<size_t>(seg - layout_.segments.data())]) break;
+        const uint64_t o = off(s, rows[j]);
+        const uint64_t nlo = o / a * a, nhi = (o + rb + a - 1) / a * a;
+        if (nlo > hi || nhi - lo > kMaxRunBytes) break;
+        offs.push_back(o);
+        hi = std::max(hi, nhi);
+      }
+      if (hi - lo > buf_size) {
+        buf_size = std::max(hi - lo, uint64_t{1} << 16);
+        buf.reset(static_cast<uint8_t*>(std::aligned_alloc(kAlign, (buf_size + kAlign - 1) / kAlign * kAlign)));
+        SPLASH_CHECK(buf != nullptr);
+      }
+      auto t0 = std::chrono::steady_clock::now();
+      auto got = pread_upto(f.fd, buf.get(), hi - lo, lo, f.path);
+      io.seconds += seconds_since(t0);
+      ++io.reads;
+      if (!got.ok()) return got.error();
+      io.bytes += *got;
+      if (lo + *got < offs.back() + rb) return make_error(f.path, ": ends inside the PLE table (", lo + *got, " bytes)");
+      for (size_t k = i; k < j; ++k) fn(rows[k], buf.get() + (offs[k - i] - lo));
+      io.rows += j - i;
+      i = j;
+    }
+    return {};
+  }
+
+  // Caller holds mu_. Puts a row into the cache (CLOCK), unless present or the cache has no slots.
+  void insert(uint64_t row, const uint8_t* bytes) {
+    if (n_slots_ == 0 || where_.count(row)) return;
+    for (;;) {
+      const uint64_t s = hand_;
+      hand_ = (hand_ + 1) % n_slots_;
+      if (slot_row_[s] != kNoRow && slot_ref_[s]) {
+        slot_ref_[s] = 0;
+        continue;
+      }
+      if (slot_row_[s] != kNoRow) where_.erase(slot_row_[s]);
+      slot_row_[s] = row;
+      slot_ref_[s] = 1;
+      where_[row] = static_cast<uint32_t>(s);
+      std::memcpy(slots_.data() + s * layout_.row_bytes, bytes, layout_.row_bytes);
+      return;
+    }
+  }
+
+  void decode_slot(uint32_t s, float* dst) {  // caller holds mu_
+    slot_ref_[s] = 1;
+    decode_row(layout_, slots_.data() + uint64_t{s} * layout_.row_bytes, dst);
+  }
+
+  void add(const IoCount& io) {  // caller holds mu_
+    stats_.reads += io.reads;
+    stats_.bytes_read += io.bytes;
+    stats_.read_seconds += io.seconds;
+    stats_.cache_misses += io.rows;
+  }
+
+  RowSourceOptions options_;
+  std::vector<File> files_;        // distinct files of the segments
+  std::vector<uint32_t> seg_file_;  // segment -> files_ index
+
+  mutable std::mutex mu_;  // guards everything below
+  std::condition_variable cv_;       // rows left in_flight_, jobs finished
+  std::condition_variable work_cv_;  // jobs queued, stop
+  uint64_t n_slots_ = 0;
+  std::vector<uint8_t> slots_;     // [n_slots, row_bytes] stored rows
+  std::vector<uint64_t> slot_row_;  // [n_slots] row id or kNoRow
+  std::vector<uint8_t> slot_ref_;   // [n_slots] CLOCK reference bits
+  uint64_t hand_ = 0;
+  std::unordered_map<uint64_t, uint32_t> where_;  // row -> slot
+  std::unordered_set<uint64_t> in_flight_;        // rows some read has claimed
+  std::deque<std::vector<uint64_t>> jobs_;
+  uint64_t jobs_pending_ = 0;
+  bool stop_ = false;
+  PleStats stats_;
+  std::thread worker_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<RowSource>> open_ssd_source(const TableLayout& layout, const RowSourceOptions& options) {
+  auto src = std::make_unique<SsdSource>(layout, options);
+  SPLASH_TRY_STATUS(src->open());
+  return std::unique_ptr<RowSource>(std::move(src));
+}
+
+}  // namespace splash::ple
