@@ -8,6 +8,7 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <new>
 
 #include "core/mapped_file.h"
 #include "ple/sources.h"
@@ -65,7 +66,8 @@ class ResidentSource final : public RowSource {
   explicit ResidentSource(TableLayout layout) : RowSource(std::move(layout)) {}
 
   Status load() {
-    rows_.reset(new uint8_t[layout_.table_bytes()]);  // not value-initialised: every byte is read below
+    rows_.reset(new (std::nothrow) uint8_t[layout_.table_bytes()]);  // not zeroed: every byte is read below
+    if (!rows_) return make_error("PLE table: cannot allocate ", layout_.table_bytes(), " bytes for resident placement");
     constexpr uint64_t kChunk = 64ull << 20;
     std::map<std::string, int> fds;
     Status st;

@@ -38,6 +38,7 @@ struct RowSourceOptions {
   Placement placement = Placement::kResident;
   uint64_t cache_bytes = 64ull << 20;  // ssd only: the row cache bound (stored bytes of cached rows)
   bool direct_io = true;               // ssd only: try O_DIRECT first
+  uint32_t io_depth = 16;              // ssd only: preads of one request in flight at once (threads)
 };
 
 // What the server's /status reports as `ple.*` (field names in docs/FLASH_NEXT.md "Placement").
@@ -55,7 +56,7 @@ struct PleStats {
   uint64_t rows_prefetched = 0;   // ple.rows_prefetched: rows read ahead by prefetch (ssd)
   uint64_t reads = 0;             // ple.reads: read calls issued (ssd, and resident at open)
   uint64_t bytes_read = 0;        // ple.bytes_read: bytes those calls read
-  double read_seconds = 0;        // ple.read_seconds: time spent in them
+  double read_seconds = 0;        // ple.read_seconds: wall time spent waiting for them
   bool direct_io = false;         // ple.direct_io: O_DIRECT in use (ssd)
 };
 

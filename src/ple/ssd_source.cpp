@@ -2,7 +2,8 @@
 //
 // Reads: the missing rows of a request are deduplicated and sorted; rows whose (aligned) byte ranges
 // touch in one file become one pread, so nothing between two needed rows is read unless O_DIRECT's
-// 4 KiB alignment forces it (that block is read either way). O_DIRECT keeps the table out of the
+// 4 KiB alignment forces it (that block is read either way). The preads of one request run on up
+// to io_depth threads, so an SSD sees a queue of requests instead of one at a time. O_DIRECT keeps the table out of the
 // page cache; where a file system refuses it (tmpfs, some overlays) the file is read buffered with
 // POSIX_FADV_RANDOM, so no readahead.
 // The cache holds stored rows (fp8 rows take half the room of bf16 ones): cache_bytes / row_bytes
@@ -12,6 +13,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <condition_variable>
 #include <cstdlib>
@@ -19,6 +21,7 @@
 #include <deque>
 #include <functional>
 #include <mutex>
+#include <new>
 #include <thread>
 #include <unordered_map>
 #include <unordered_set>
@@ -95,7 +98,9 @@ class SsdSource final : public RowSource {
       seg_file_.push_back(static_cast<uint32_t>(it - files_.begin()));
     }
     n_slots_ = std::min(options_.cache_bytes / layout_.row_bytes, layout_.n_rows);
-    slots_.assign(n_slots_ * layout_.row_bytes, 0);
+    // Not zeroed: a slot's pages are touched only when a row lands there, so RSS grows with use.
+    slots_.reset(new (std::nothrow) uint8_t[std::max<uint64_t>(n_slots_ * layout_.row_bytes, 1)]);
+    if (!slots_) return make_error("PLE ssd placement: cannot allocate a row cache of ", n_slots_ * layout_.row_bytes, " bytes");
     slot_row_.assign(n_slots_, kNoRow);
     slot_ref_.assign(n_slots_, 0);
     where_.reserve(n_slots_);
@@ -228,48 +233,78 @@ class SsdSource final : public RowSource {
     }
   }
 
+  // One pread: rows [first, last) of a sorted request, aligned byte range [lo, hi) of one file.
+  struct ReadRun {
+    uint32_t file = 0;
+    size_t first = 0, last = 0;
+    uint64_t lo = 0, hi = 0;
+  };
+
   // Reads the sorted unique `rows`, coalescing touching ranges, and calls fn(row, stored bytes) for
-  // each right after its read. No lock is held while reading.
+  // each right after its read, from up to io_depth threads at once (fn must be thread-safe). No
+  // lock is held while reading. io.seconds is the wall time of the whole read.
   Status read_rows(const std::vector<uint64_t>& rows, IoCount& io, const std::function<void(uint64_t, const uint8_t*)>& fn) {
     if (rows.empty()) return {};
     const uint64_t rb = layout_.row_bytes;
-    std::unique_ptr<uint8_t, AlignedFree> buf;
-    uint64_t buf_size = 0;
-    size_t i = 0;
-    while (i < rows.size()) {
-      // [i, j): one run in one file; [lo, hi) its aligned byte range.
-      const TableSegment* seg = &layout_.segment_of(rows[i]);
-      const File& f = files_[seg_file_[static_cast<size_t>(seg - layout_.segments.data())]];
-      const uint64_t a = f.direct ? kAlign : 1;
-      auto off = [&](const TableSegment& s, uint64_t r) { return s.file_offset + (r - s.first_row) * rb; };
-      std::vector<uint64_t> offs{off(*seg, rows[i])};
-      uint64_t lo = offs[0] / a * a, hi = (offs[0] + rb + a - 1) / a * a;
-      size_t j = i + 1;
-      for (; j < rows.size(); ++j) {
-        const TableSegment& s = layout_.segment_of(rows[j]);
-        if (seg_file_[static_cast<size_t>(&s - layout_.segments.data())] != seg_file_[static_cast<size_t>(seg - layout_.segments.data())]) break;
-        const uint64_t o = off(s, rows[j]);
-        const uint64_t nlo = o / a * a, nhi = (o + rb + a - 1) / a * a;
-        if (nlo > hi || nhi - lo > kMaxRunBytes) break;
-        offs.push_back(o);
-        hi = std::max(hi, nhi);
+    std::vector<uint64_t> offs(rows.size());  // file offset of every row
+    std::vector<ReadRun> runs;
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const TableSegment& s = layout_.segment_of(rows[i]);
+      const uint32_t file = seg_file_[static_cast<size_t>(&s - layout_.segments.data())];
+      const uint64_t a = files_[file].direct ? kAlign : 1;
+      offs[i] = s.file_offset + (rows[i] - s.first_row) * rb;
+      const uint64_t lo = offs[i] / a * a, hi = (offs[i] + rb + a - 1) / a * a;
+      if (!runs.empty()) {
+        ReadRun& r = runs.back();
+        if (r.file == file && lo <= r.hi && hi - r.lo <= kMaxRunBytes) {
+          r.hi = std::max(r.hi, hi);
+          r.last = i + 1;
+          continue;
+        }
       }
-      if (hi - lo > buf_size) {
-        buf_size = std::max(hi - lo, uint64_t{1} << 16);
-        buf.reset(static_cast<uint8_t*>(std::aligned_alloc(kAlign, (buf_size + kAlign - 1) / kAlign * kAlign)));
-        SPLASH_CHECK(buf != nullptr);
-      }
-      auto t0 = std::chrono::steady_clock::now();
-      auto got = pread_upto(f.fd, buf.get(), hi - lo, lo, f.path);
-      io.seconds += seconds_since(t0);
-      ++io.reads;
-      if (!got.ok()) return got.error();
-      io.bytes += *got;
-      if (lo + *got < offs.back() + rb) return make_error(f.path, ": ends inside the PLE table (", lo + *got, " bytes)");
-      for (size_t k = i; k < j; ++k) fn(rows[k], buf.get() + (offs[k - i] - lo));
-      io.rows += j - i;
-      i = j;
+      runs.push_back({file, i, i + 1, lo, hi});
     }
+    auto t0 = std::chrono::steady_clock::now();
+    std::atomic<size_t> next{0};
+    std::mutex err_mu;
+    Status err;
+    std::atomic<uint64_t> n_reads{0}, n_bytes{0};
+    auto worker = [&] {
+      std::unique_ptr<uint8_t, AlignedFree> buf;
+      uint64_t buf_size = 0;
+      for (size_t k = next++; k < runs.size(); k = next++) {
+        const ReadRun& r = runs[k];
+        const File& f = files_[r.file];
+        if (r.hi - r.lo > buf_size) {
+          buf_size = std::max(r.hi - r.lo, uint64_t{1} << 16);
+          buf.reset(static_cast<uint8_t*>(std::aligned_alloc(kAlign, (buf_size + kAlign - 1) / kAlign * kAlign)));
+          SPLASH_CHECK(buf != nullptr);
+        }
+        auto got = pread_upto(f.fd, buf.get(), r.hi - r.lo, r.lo, f.path);
+        Status st;
+        if (!got.ok()) st = got.error();
+        else if (r.lo + *got < offs[r.last - 1] + rb) st = make_error(f.path, ": ends inside the PLE table (", r.lo + *got, " bytes)");
+        if (!st.ok()) {
+          std::lock_guard<std::mutex> lock(err_mu);
+          if (err.ok()) err = st;
+          next = runs.size();
+          return;
+        }
+        ++n_reads;
+        n_bytes += *got;
+        for (size_t i = r.first; i < r.last; ++i) fn(rows[i], buf.get() + (offs[i] - r.lo));
+      }
+    };
+    const size_t n_threads = std::min<size_t>(std::max<uint32_t>(options_.io_depth, 1), runs.size());
+    std::vector<std::thread> helpers;
+    for (size_t t = 1; t < n_threads; ++t) helpers.emplace_back(worker);
+    worker();
+    for (auto& t : helpers) t.join();
+    io.seconds += seconds_since(t0);
+    io.reads += n_reads;
+    io.bytes += n_bytes;
+    if (!err.ok()) return err;
+    io.rows += rows.size();
     return {};
   }
 
@@ -287,14 +322,14 @@ class SsdSource final : public RowSource {
       slot_row_[s] = row;
       slot_ref_[s] = 1;
       where_[row] = static_cast<uint32_t>(s);
-      std::memcpy(slots_.data() + s * layout_.row_bytes, bytes, layout_.row_bytes);
+      std::memcpy(slots_.get() + s * layout_.row_bytes, bytes, layout_.row_bytes);
       return;
     }
   }
 
   void decode_slot(uint32_t s, float* dst) {  // caller holds mu_
     slot_ref_[s] = 1;
-    decode_row(layout_, slots_.data() + uint64_t{s} * layout_.row_bytes, dst);
+    decode_row(layout_, slots_.get() + uint64_t{s} * layout_.row_bytes, dst);
   }
 
   void add(const IoCount& io) {  // caller holds mu_
@@ -312,7 +347,7 @@ class SsdSource final : public RowSource {
   std::condition_variable cv_;       // rows left in_flight_, jobs finished
   std::condition_variable work_cv_;  // jobs queued, stop
   uint64_t n_slots_ = 0;
-  std::vector<uint8_t> slots_;     // [n_slots, row_bytes] stored rows
+  std::unique_ptr<uint8_t[]> slots_;  // [n_slots, row_bytes] stored rows
   std::vector<uint64_t> slot_row_;  // [n_slots] row id or kNoRow
   std::vector<uint8_t> slot_ref_;   // [n_slots] CLOCK reference bits
   uint64_t hand_ = 0;

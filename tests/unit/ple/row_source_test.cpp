@@ -58,17 +58,27 @@ std::vector<std::vector<uint64_t>> id_sets() {
   return sets;
 }
 
+RowSourceOptions opts(Placement p, uint64_t cache_bytes, bool direct_io, uint32_t io_depth = 16) {
+  RowSourceOptions o;
+  o.io_depth = io_depth;
+  o.placement = p;
+  o.cache_bytes = cache_bytes;
+  o.direct_io = direct_io;
+  return o;
+}
+
 struct Case {
   const char* name;
   RowSourceOptions options;
 };
 const Case kCases[] = {
-    {"resident", {.placement = Placement::kResident, .cache_bytes = 0, .direct_io = false}},
-    {"mmap", {.placement = Placement::kMmap, .cache_bytes = 0, .direct_io = false}},
-    {"ssd_nocache_direct", {.placement = Placement::kSsd, .cache_bytes = 0, .direct_io = true}},
-    {"ssd_small_direct", {.placement = Placement::kSsd, .cache_bytes = 16 * 8, .direct_io = true}},
-    {"ssd_small_buffered", {.placement = Placement::kSsd, .cache_bytes = 16 * 8, .direct_io = false}},
-    {"ssd_big_buffered", {.placement = Placement::kSsd, .cache_bytes = 1 << 20, .direct_io = false}},
+    {"resident", opts(Placement::kResident, 0, false)},
+    {"mmap", opts(Placement::kMmap, 0, false)},
+    {"ssd_nocache_direct", opts(Placement::kSsd, 0, true)},
+    {"ssd_small_direct", opts(Placement::kSsd, 16 * 8, true)},
+    {"ssd_small_buffered", opts(Placement::kSsd, 16 * 8, false)},
+    {"ssd_small_depth1", opts(Placement::kSsd, 16 * 8, true, 1)},
+    {"ssd_big_buffered", opts(Placement::kSsd, 1 << 20, false)},
 };
 
 class PleRowSource : public ::testing::Test {
@@ -138,7 +148,7 @@ TEST_F(PleRowSource, LayoutsNameTheirFormat) {
 }
 
 TEST_F(PleRowSource, SsdCacheObeysItsBoundAndCounts) {
-  auto src = open("hf", {.placement = Placement::kSsd, .cache_bytes = 16 * 8, .direct_io = false});
+  auto src = open("hf", opts(Placement::kSsd, 16 * 8, false));
   std::vector<float> out(400 * 4);
   auto gather = [&](std::vector<uint64_t> ids) {
     auto st = src->gather(ids, std::span<float>(out.data(), ids.size() * 4));
@@ -170,7 +180,7 @@ TEST_F(PleRowSource, SsdCacheObeysItsBoundAndCounts) {
 }
 
 TEST_F(PleRowSource, SsdCoalescesAdjacentRowsOnly) {
-  auto src = open("hf", {.placement = Placement::kSsd, .cache_bytes = 1 << 20, .direct_io = false});
+  auto src = open("hf", opts(Placement::kSsd, 1 << 20, false));
   std::vector<uint64_t> run(10);
   std::iota(run.begin(), run.end(), 10);
   std::vector<float> out(10 * 4);
@@ -187,7 +197,7 @@ TEST_F(PleRowSource, SsdCoalescesAdjacentRowsOnly) {
 }
 
 TEST_F(PleRowSource, SsdDirectReadsWholeBlocksOnce) {
-  auto src = open("hf", {.placement = Placement::kSsd, .cache_bytes = 1 << 20, .direct_io = true});
+  auto src = open("hf", opts(Placement::kSsd, 1 << 20, true));
   if (!src->stats().direct_io) GTEST_SKIP() << "the file system refuses O_DIRECT";
   std::vector<uint64_t> ids = {10, 12, 14, 11};  // one 4 KiB block
   std::vector<float> out(ids.size() * 4);
@@ -199,7 +209,7 @@ TEST_F(PleRowSource, SsdDirectReadsWholeBlocksOnce) {
 }
 
 TEST_F(PleRowSource, PrefetchThenGatherReadsNothingMore) {
-  auto src = open("hf_fp8", {.placement = Placement::kSsd, .cache_bytes = 1 << 20, .direct_io = false});
+  auto src = open("hf_fp8", opts(Placement::kSsd, 1 << 20, false));
   std::vector<uint64_t> ids = {7, 500, 501, 502, 1000, 7, 143, 144};
   src->prefetch(ids);
   src->wait_prefetch();
@@ -216,7 +226,7 @@ TEST_F(PleRowSource, PrefetchThenGatherReadsNothingMore) {
 
 // A gather right behind its prefetch waits for the rows in flight instead of reading them again.
 TEST_F(PleRowSource, GatherWaitsForRowsInFlight) {
-  auto src = open("hf", {.placement = Placement::kSsd, .cache_bytes = 1 << 20, .direct_io = false});
+  auto src = open("hf", opts(Placement::kSsd, 1 << 20, false));
   const std::vector<float> want = test::ReferenceData::read_f32(test::ReferenceData::get().dir() + "/rows_hf.f32");
   std::set<uint64_t> distinct;
   for (int round = 0; round < 20; ++round) {
@@ -236,7 +246,7 @@ TEST_F(PleRowSource, GatherWaitsForRowsInFlight) {
 }
 
 TEST_F(PleRowSource, PrefetchWithoutCacheReadsNothing) {
-  auto src = open("hf", {.placement = Placement::kSsd, .cache_bytes = 0, .direct_io = false});
+  auto src = open("hf", opts(Placement::kSsd, 0, false));
   std::vector<uint64_t> ids = {1, 2};
   src->prefetch(ids);
   src->wait_prefetch();
@@ -244,10 +254,10 @@ TEST_F(PleRowSource, PrefetchWithoutCacheReadsNothing) {
 }
 
 TEST_F(PleRowSource, MmapAndResidentReportResidency) {
-  auto res = open("hf", {.placement = Placement::kResident, .cache_bytes = 0, .direct_io = false});
+  auto res = open("hf", opts(Placement::kResident, 0, false));
   EXPECT_EQ(res->stats().resident_bytes, kShardRows * 8 * 8);
   EXPECT_EQ(res->stats().bytes_read, kShardRows * 8 * 8);
-  auto mm = open("hf", {.placement = Placement::kMmap, .cache_bytes = 0, .direct_io = false});
+  auto mm = open("hf", opts(Placement::kMmap, 0, false));
   std::vector<uint64_t> ids = {0, 1000};
   mm->prefetch(ids);
   std::vector<float> out(8);
