@@ -2,8 +2,9 @@
 //
 // Reads: the missing rows of a request are deduplicated and sorted; rows whose (aligned) byte ranges
 // touch in one file become one pread, so nothing between two needed rows is read unless O_DIRECT's
-// 4 KiB alignment forces it (that block is read either way). The preads of one request run on up
-// to io_depth threads, so an SSD sees a queue of requests instead of one at a time. O_DIRECT keeps the table out of the
+// 4 KiB alignment forces it (that block is read either way). The preads of one request run on the
+// calling thread and up to io_depth - 1 pool threads, so the SSD sees a queue of requests instead
+// of one at a time (threads started per request cost more than they saved in decode). O_DIRECT keeps the table out of the
 // page cache; where a file system refuses it (tmpfs, some overlays) the file is read buffered with
 // POSIX_FADV_RANDOM, so no readahead.
 // The cache holds stored rows (fp8 rows take half the room of bf16 ones): cache_bytes / row_bytes
@@ -71,6 +72,12 @@ class SsdSource final : public RowSource {
     }
     work_cv_.notify_all();
     if (worker_.joinable()) worker_.join();
+    {
+      std::lock_guard<std::mutex> lock(pool_mu_);
+      pool_stop_ = true;
+    }
+    pool_cv_.notify_all();
+    for (auto& t : pool_) t.join();
     for (auto& f : files_)
       if (f.fd >= 0) ::close(f.fd);
   }
@@ -104,6 +111,7 @@ class SsdSource final : public RowSource {
     slot_row_.assign(n_slots_, kNoRow);
     slot_ref_.assign(n_slots_, 0);
     where_.reserve(n_slots_);
+    for (uint32_t t = 1; t < std::max<uint32_t>(options_.io_depth, 1); ++t) pool_.emplace_back([this] { pool_loop(); });
     worker_ = std::thread([this] { work(); });
     return {};
   }
@@ -233,6 +241,28 @@ class SsdSource final : public RowSource {
     }
   }
 
+  // A request's read loop, run by the caller and by the pool threads that pick it up.
+  struct IoBatch {
+    std::function<void()> fn;
+    int running;  // pool threads inside fn (pool_mu_)
+  };
+
+  void pool_loop() {
+    std::unique_lock<std::mutex> lock(pool_mu_);
+    for (;;) {
+      pool_cv_.wait(lock, [&] { return pool_stop_ || !pool_q_.empty(); });
+      if (pool_stop_) return;
+      IoBatch* b = pool_q_.front();
+      pool_q_.pop_front();
+      ++b->running;
+      lock.unlock();
+      b->fn();
+      lock.lock();
+      --b->running;
+      pool_done_cv_.notify_all();
+    }
+  }
+
   // One pread: rows [first, last) of a sorted request, aligned byte range [lo, hi) of one file.
   struct ReadRun {
     uint32_t file = 0;
@@ -295,11 +325,23 @@ class SsdSource final : public RowSource {
         for (size_t i = r.first; i < r.last; ++i) fn(rows[i], buf.get() + (offs[i] - r.lo));
       }
     };
-    const size_t n_threads = std::min<size_t>(std::max<uint32_t>(options_.io_depth, 1), runs.size());
-    std::vector<std::thread> helpers;
-    for (size_t t = 1; t < n_threads; ++t) helpers.emplace_back(worker);
+    // The calling thread reads too; idle pool threads join in. Helpers that have not started by the
+    // time the runs are done are taken back off the queue.
+    IoBatch batch{worker, 0};
+    const size_t n_helpers = std::min<size_t>(pool_.size(), runs.size() - 1);
+    if (n_helpers > 0) {
+      {
+        std::lock_guard<std::mutex> lock(pool_mu_);
+        for (size_t t = 0; t < n_helpers; ++t) pool_q_.push_back(&batch);
+      }
+      pool_cv_.notify_all();
+    }
     worker();
-    for (auto& t : helpers) t.join();
+    if (n_helpers > 0) {
+      std::unique_lock<std::mutex> lock(pool_mu_);
+      pool_q_.erase(std::remove(pool_q_.begin(), pool_q_.end(), &batch), pool_q_.end());
+      pool_done_cv_.wait(lock, [&] { return batch.running == 0; });
+    }
     io.seconds += seconds_since(t0);
     io.reads += n_reads;
     io.bytes += n_bytes;
@@ -358,6 +400,12 @@ class SsdSource final : public RowSource {
   bool stop_ = false;
   PleStats stats_;
   std::thread worker_;
+
+  std::mutex pool_mu_;  // guards pool_q_, pool_stop_, IoBatch::running
+  std::condition_variable pool_cv_, pool_done_cv_;
+  std::deque<IoBatch*> pool_q_;  // one entry per helper a request asks for
+  bool pool_stop_ = false;
+  std::vector<std::thread> pool_;  // io_depth - 1 reader threads
 };
 
 }  // namespace
