@@ -6,7 +6,7 @@
 // ("Flash-Next PLE table").
 //
 // Usage: bench_ple [--file PATH] [--gib N] [--row-bytes 160] [--cache-mb 256] [--tokens 2000]
-//   [--io-depth 16]  (the ssd placement runs at queue depth 1 and at this depth)
+//   [--io-depth 16]  (the ssd placement runs at queue depth 1 and at this depth) [--ssd-only 1]
 //   The file is written once (random bytes) and kept for later runs; delete it yourself.
 #include <fcntl.h>
 #include <unistd.h>
@@ -95,6 +95,7 @@ int main(int argc, char** argv) {
   std::string path = "/var/tmp/splash-ple-bench.bin";
   uint64_t gib = 4, row_bytes = 160, cache_mb = 256, tokens = 2000;
   uint32_t io_depth = 16;
+  bool ssd_only = false;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string a = argv[i], v = argv[i + 1];
     if (a == "--file") path = v;
@@ -103,6 +104,7 @@ int main(int argc, char** argv) {
     else if (a == "--cache-mb") cache_mb = std::stoull(v);
     else if (a == "--tokens") tokens = std::stoull(v);
     else if (a == "--io-depth") io_depth = static_cast<uint32_t>(std::stoul(v));
+    else if (a == "--ssd-only") ssd_only = v == "1";
     else {
       std::fprintf(stderr, "unknown flag %s\n", a.c_str());
       return 2;
@@ -157,6 +159,7 @@ int main(int argc, char** argv) {
   for (const Config cfg : {Config{Placement::kResident, 1}, Config{Placement::kMmap, 1}, Config{Placement::kSsd, 1},
                            Config{Placement::kSsd, io_depth}}) {
     const Placement p = cfg.placement;
+    if (ssd_only && p != Placement::kSsd) continue;
     for (const char* phase : {"decode", "prefill"}) {
       drop_file_cache(path);
       auto t0 = std::chrono::steady_clock::now();
