@@ -38,7 +38,8 @@ struct RowSourceOptions {
   Placement placement = Placement::kResident;
   uint64_t cache_bytes = 64ull << 20;  // ssd only: the row cache bound (stored bytes of cached rows)
   bool direct_io = true;               // ssd only: try O_DIRECT first
-  uint32_t io_depth = 16;              // ssd only: preads of one request in flight at once (threads)
+  uint32_t io_depth = 16;              // ssd only: reads of one request in flight at once (AIO for
+                                       // O_DIRECT files, reader threads for buffered ones)
 };
 
 // What the server's /status reports as `ple.*` (field names in docs/FLASH_NEXT.md "Placement").

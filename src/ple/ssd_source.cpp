@@ -6,7 +6,7 @@
 // calling thread and up to io_depth - 1 pool threads, so the SSD sees a queue of requests instead
 // of one at a time (threads started per request cost more than they saved in decode). With
 // O_DIRECT the reads go through Linux native AIO instead (io_submit from the calling thread: no
-// thread hand-offs); the threads remain for buffered files and kernels without AIO. O_DIRECT keeps the table out of the
+// thread hand-offs); the threads serve buffered files. O_DIRECT keeps the table out of the
 // page cache; where a file system refuses it (tmpfs, some overlays) the file is read buffered with
 // POSIX_FADV_RANDOM, so no readahead.
 // The cache holds stored rows (fp8 rows take half the room of bf16 ones): cache_bytes / row_bytes
@@ -118,7 +118,10 @@ class SsdSource final : public RowSource {
     slot_row_.assign(n_slots_, kNoRow);
     slot_ref_.assign(n_slots_, 0);
     where_.reserve(n_slots_);
-    for (uint32_t t = 1; t < std::max<uint32_t>(options_.io_depth, 1); ++t) pool_.emplace_back([this] { pool_loop(); });
+    // Reader threads serve buffered files only: O_DIRECT files go through AIO (a kernel without AIO
+    // then reads at depth 1).
+    if (std::any_of(files_.begin(), files_.end(), [](const File& f) { return !f.direct; }))
+      for (uint32_t t = 1; t < std::max<uint32_t>(options_.io_depth, 1); ++t) pool_.emplace_back([this] { pool_loop(); });
     worker_ = std::thread([this] { work(); });
     return {};
   }
