@@ -4,7 +4,10 @@
 // cache bound, hit/miss counts, read coalescing and prefetch.
 #include "ple/row_source.h"
 
+#include <unistd.h>
+
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <numeric>
 #include <random>
@@ -265,6 +268,33 @@ TEST_F(PleRowSource, MmapAndResidentReportResidency) {
   EXPECT_GT(mm->stats().resident_bytes, 0u);  // the gathered pages are in the page cache
   EXPECT_LE(mm->stats().resident_bytes, mm->stats().table_bytes);
   EXPECT_EQ(mm->stats().rows_gathered, 2u);
+}
+
+}  // namespace
+}  // namespace splash::ple
+
+namespace splash::ple {
+namespace {
+
+// tmpfs took O_DIRECT only from Linux 6.6 on: whichever way the ssd placement reads it (direct with
+// AIO, or the buffered fallback), the rows are the reference's.
+TEST_F(PleRowSource, SsdReadsFromTmpfs) {
+  if (!std::filesystem::is_directory("/dev/shm")) GTEST_SKIP() << "no /dev/shm";
+  std::string dir = "/dev/shm/splash-ple-XXXXXX";
+  ASSERT_NE(::mkdtemp(dir.data()), nullptr);
+  const std::string src_path = test::ReferenceData::get().dir() + "/fixtures/gguf/model.gguf";
+  std::filesystem::copy_file(src_path, dir + "/model.gguf");
+  auto t = locate_gguf_table(dir + "/model.gguf");
+  ASSERT_TRUE(t.ok()) << t.error_message();
+  auto src = open_row_source(*t, opts(Placement::kSsd, 1 << 20, true));
+  ASSERT_TRUE(src.ok()) << src.error_message();
+  const std::vector<float> want = test::ReferenceData::read_f32(test::ReferenceData::get().dir() + "/rows_gguf.f32");
+  std::vector<uint64_t> ids = {0, 1, 2, 500, 1151};
+  std::vector<float> out(ids.size() * 4);
+  ASSERT_TRUE((*src)->gather(ids, out).ok());
+  for (size_t i = 0; i < ids.size(); ++i) EXPECT_EQ(std::memcmp(out.data() + i * 4, want.data() + ids[i] * 4, 16), 0);
+  src->reset();
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
