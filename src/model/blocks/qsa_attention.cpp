@@ -1,0 +1,179 @@
+#include "model/blocks/qsa_attention.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+
+#include "backend/cpu/norm.h"
+#include "core/check.h"
+
+namespace splash {
+
+namespace {
+
+template <class T>
+void grow(std::vector<T>& v, int64_t n) {
+  if (static_cast<int64_t>(v.size()) < n) v.resize(static_cast<size_t>(n));
+}
+
+template <class T>
+void append(std::vector<T>& v, const T* src, int64_t n) {
+  v.insert(v.end(), src, src + n);
+}
+
+// Rows of cache.block_keys for the blocks completed by the tokens now in cache.index_keys.
+void complete_blocks(const QsaWeights& w, const QsaShape& s, const RopeTable& index_rope, QsaCache& cache,
+                     IsaLevel isa) {
+  const int64_t d = s.index_dim;
+  std::vector<float> pooled(static_cast<size_t>(d));
+  for (int64_t b = static_cast<int64_t>(cache.block_keys.size()) / d; (b + 1) * s.block <= cache.n_tokens; ++b) {
+    std::fill(pooled.begin(), pooled.end(), 0.0f);
+    for (int64_t t = b * s.block; t < (b + 1) * s.block; ++t)
+      for (int64_t j = 0; j < d; ++j) pooled[static_cast<size_t>(j)] += cache.index_keys[static_cast<size_t>(t * d + j)];
+    for (float& x : pooled) x /= static_cast<float>(s.block);
+    rms_norm(pooled.data(), w.index_k_norm.data(), s.eps, pooled.data(), 1, d, isa);
+    const int32_t pos = static_cast<int32_t>(b * s.block);
+    rope_apply(pooled.data(), 1, 1, &pos, index_rope);
+    append(cache.block_keys, pooled.data(), d);
+  }
+}
+
+}  // namespace
+
+void qsa_select(const QsaShape& s, const float* index_q, const float* block_keys, int64_t p,
+                std::vector<float>& scores, std::vector<int32_t>& tokens) {
+  const int64_t nb = (p + 1) / s.block;
+  tokens.clear();
+  if (nb <= s.top_blocks) {  // every complete block is kept: dense
+    tokens.resize(static_cast<size_t>(p + 1));
+    std::iota(tokens.begin(), tokens.end(), 0);
+    return;
+  }
+  const float scale = 1.0f / std::sqrt(static_cast<float>(s.index_dim));
+  grow(scores, nb);
+  for (int64_t b = 0; b < nb; ++b) {
+    const float* kb = block_keys + b * s.index_dim;
+    float sum = 0.0f;
+    for (int64_t h = 0; h < s.index_heads; ++h) {
+      const float* qh = index_q + h * s.index_dim;
+      float dot = 0.0f;
+      for (int64_t j = 0; j < s.index_dim; ++j) dot += qh[j] * kb[j];
+      sum += std::max(dot, 0.0f);
+    }
+    scores[static_cast<size_t>(b)] = sum * scale;
+  }
+  std::vector<int32_t>& order = tokens;  // the block order first, then the selected tokens in place
+  order.resize(static_cast<size_t>(nb));
+  std::iota(order.begin(), order.end(), 0);
+  const auto better = [&](int32_t a, int32_t b) {
+    const float sa = scores[static_cast<size_t>(a)], sb = scores[static_cast<size_t>(b)];
+    return sa > sb || (sa == sb && a < b);  // ties: the lower block index wins (docs/FLASH_NEXT.md)
+  };
+  std::partial_sort(order.begin(), order.begin() + s.top_blocks, order.end(), better);
+  order.resize(static_cast<size_t>(s.top_blocks));
+  std::sort(order.begin(), order.end());
+  std::vector<int32_t> chosen(order.begin(), order.end());
+  tokens.clear();
+  for (const int32_t b : chosen)
+    for (int64_t i = 0; i < s.block; ++i) tokens.push_back(static_cast<int32_t>(b * s.block + i));
+  for (int64_t t = nb * s.block; t <= p; ++t) tokens.push_back(static_cast<int32_t>(t));
+}
+
+void qsa_attention(const QsaWeights& w, const QsaShape& s, const RopeTable& rope, const RopeTable& index_rope,
+                   QsaCache& cache, const float* x, int64_t n, float* out, QsaScratch& scratch, ThreadPool& pool,
+                   IsaLevel isa) {
+  const int64_t H = s.n_head, Hkv = s.n_kv_head, hd = s.head_dim, qd = H * hd, kvd = Hkv * hd;
+  const int64_t ih = s.index_heads, id = s.index_dim, iqk_rows = (ih + 1) * id;
+  SPLASH_CHECK(H % Hkv == 0 && s.block > 0 && s.top_blocks > 0);
+  SPLASH_CHECK(w.q.rows() == 2 * qd && w.k.rows() == kvd && w.v.rows() == kvd && w.o.cols() == qd &&
+               w.index_qk.rows() == iqk_rows && w.o.rows() == s.n_embd);
+  SPLASH_CHECK(rope.params().head_dim == hd && index_rope.params().head_dim == id);
+  if (n == 0) return;
+  const int64_t pos0 = cache.n_tokens;
+  std::vector<int32_t> positions(static_cast<size_t>(n));
+  std::iota(positions.begin(), positions.end(), static_cast<int32_t>(pos0));
+
+  grow(scratch.qg, n * 2 * qd);
+  grow(scratch.q, n * qd);
+  grow(scratch.gate, n * qd);
+  grow(scratch.kv, n * kvd);
+  grow(scratch.iqk, n * iqk_rows);
+  grow(scratch.iq, n * ih * id);
+  grow(scratch.att, n * qd);
+
+  // Queries and gates.
+  matmul(w.q, x, scratch.qg.data(), n, pool);
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t h = 0; h < H; ++h) {
+      const float* src = scratch.qg.data() + r * 2 * qd + h * 2 * hd;
+      std::memcpy(scratch.q.data() + r * qd + h * hd, src, static_cast<size_t>(hd) * sizeof(float));
+      std::memcpy(scratch.gate.data() + r * qd + h * hd, src + hd, static_cast<size_t>(hd) * sizeof(float));
+    }
+  rms_norm_heads(scratch.q.data(), w.q_norm.data(), s.eps, scratch.q.data(), n, H, hd, isa);
+  rope_apply(scratch.q.data(), n, H, positions.data(), rope);
+
+  // Keys and values join the cache before any query of the chunk reads them.
+  matmul(w.k, x, scratch.kv.data(), n, pool);
+  rms_norm_heads(scratch.kv.data(), w.k_norm.data(), s.eps, scratch.kv.data(), n, Hkv, hd, isa);
+  rope_apply(scratch.kv.data(), n, Hkv, positions.data(), rope);
+  append(cache.k, scratch.kv.data(), n * kvd);
+  matmul(w.v, x, scratch.kv.data(), n, pool);
+  append(cache.v, scratch.kv.data(), n * kvd);
+
+  // Indexer: query heads per row, raw keys into the cache, the keys of newly completed blocks.
+  matmul(w.index_qk, x, scratch.iqk.data(), n, pool);
+  for (int64_t r = 0; r < n; ++r) {
+    const float* row = scratch.iqk.data() + r * iqk_rows;
+    std::memcpy(scratch.iq.data() + r * ih * id, row, static_cast<size_t>(ih * id) * sizeof(float));
+    append(cache.index_keys, row + ih * id, id);
+  }
+  rms_norm_heads(scratch.iq.data(), w.index_q_norm.data(), s.eps, scratch.iq.data(), n, ih, id, isa);
+  rope_apply(scratch.iq.data(), n, ih, positions.data(), index_rope);
+  cache.n_tokens += n;
+  complete_blocks(w, s, index_rope, cache, isa);
+
+  // Attention of each row over its selection, one task per row.
+  const int threads = pool.size();
+  if (static_cast<int>(scratch.scores.size()) < threads) {
+    scratch.scores.resize(static_cast<size_t>(threads));
+    scratch.selected.resize(static_cast<size_t>(threads));
+  }
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  pool.parallel_for(n, [&](int64_t r, int thread) {
+    std::vector<float>& sc = scratch.scores[static_cast<size_t>(thread)];
+    std::vector<int32_t>& sel = scratch.selected[static_cast<size_t>(thread)];
+    qsa_select(s, scratch.iq.data() + r * ih * id, cache.block_keys.data(), pos0 + r, sc, sel);
+    const int64_t m = static_cast<int64_t>(sel.size());
+    grow(sc, m);
+    for (int64_t h = 0; h < H; ++h) {
+      const int64_t kvh = h / (H / Hkv);
+      const float* qh = scratch.q.data() + r * qd + h * hd;
+      float mx = -INFINITY;
+      for (int64_t i = 0; i < m; ++i) {
+        const float* kt = cache.k.data() + (sel[static_cast<size_t>(i)] * Hkv + kvh) * hd;
+        float dot = 0.0f;
+        for (int64_t j = 0; j < hd; ++j) dot += qh[j] * kt[j];
+        sc[static_cast<size_t>(i)] = dot * scale;
+        mx = std::max(mx, dot * scale);
+      }
+      float sum = 0.0f;
+      for (int64_t i = 0; i < m; ++i) {
+        sc[static_cast<size_t>(i)] = std::exp(sc[static_cast<size_t>(i)] - mx);
+        sum += sc[static_cast<size_t>(i)];
+      }
+      float* oh = scratch.att.data() + r * qd + h * hd;
+      std::fill(oh, oh + hd, 0.0f);
+      for (int64_t i = 0; i < m; ++i) {
+        const float p = sc[static_cast<size_t>(i)] / sum;
+        const float* vt = cache.v.data() + (sel[static_cast<size_t>(i)] * Hkv + kvh) * hd;
+        for (int64_t j = 0; j < hd; ++j) oh[j] += p * vt[j];
+      }
+      const float* gh = scratch.gate.data() + r * qd + h * hd;
+      for (int64_t j = 0; j < hd; ++j) oh[j] *= 1.0f / (1.0f + std::exp(-gh[j]));
+    }
+  });
+  matmul(w.o, scratch.att.data(), out, n, pool);
+}
+
+}  // namespace splash
