@@ -23,7 +23,7 @@ void append(std::vector<T>& v, const T* src, int64_t n) {
 }
 
 // Rows of cache.block_keys for the blocks completed by the tokens now in cache.index_keys.
-void complete_blocks(const QsaWeights& w, const QsaShape& s, const RopeTable& index_rope, QsaCache& cache,
+void complete_blocks(const QsaWeights& w, const QsaShape& s, const RopeTable& index_rope, QsaIndexerCache& cache,
                      IsaLevel isa) {
   const int64_t d = s.index_dim;
   std::vector<float> pooled(static_cast<size_t>(d));
@@ -80,15 +80,25 @@ void qsa_select(const QsaShape& s, const float* index_q, const float* block_keys
   for (int64_t t = nb * s.block; t <= p; ++t) tokens.push_back(static_cast<int32_t>(t));
 }
 
+void qsa_truncate(const QsaShape& s, QsaIndexerCache& cache, int64_t n_tokens) {
+  if (n_tokens >= cache.n_tokens) return;
+  cache.n_tokens = n_tokens;
+  cache.index_keys.resize(static_cast<size_t>(n_tokens * s.index_dim));
+  cache.block_keys.resize(static_cast<size_t>(n_tokens / s.block * s.index_dim));
+}
+
 void qsa_attention(const QsaWeights& w, const QsaShape& s, const RopeTable& rope, const RopeTable& index_rope,
-                   QsaCache& cache, const float* x, int64_t n, float* out, QsaScratch& scratch, ThreadPool& pool,
-                   IsaLevel isa) {
+                   const QsaKv& kv, QsaIndexerCache& cache, const float* x, int64_t n, float* out,
+                   QsaScratch& scratch, ThreadPool& pool, IsaLevel isa) {
   const int64_t H = s.n_head, Hkv = s.n_kv_head, hd = s.head_dim, qd = H * hd, kvd = Hkv * hd;
   const int64_t ih = s.index_heads, id = s.index_dim, iqk_rows = (ih + 1) * id;
   SPLASH_CHECK(H % Hkv == 0 && s.block > 0 && s.top_blocks > 0);
   SPLASH_CHECK(w.q.rows() == 2 * qd && w.k.rows() == kvd && w.v.rows() == kvd && w.o.cols() == qd &&
                w.index_qk.rows() == iqk_rows && w.o.rows() == s.n_embd);
   SPLASH_CHECK(rope.params().head_dim == hd && index_rope.params().head_dim == id);
+  SPLASH_CHECK(kv.pool != nullptr && kv.table != nullptr);
+  const KvPageGeometry& geo = kv.pool->geometry();
+  SPLASH_CHECK(geo.n_kv_head == Hkv && geo.head_dim == hd && kv.table->n_tokens >= cache.n_tokens + n);
   if (n == 0) return;
   const int64_t pos0 = cache.n_tokens;
   std::vector<int32_t> positions(static_cast<size_t>(n));
@@ -97,7 +107,8 @@ void qsa_attention(const QsaWeights& w, const QsaShape& s, const RopeTable& rope
   grow(scratch.qg, n * 2 * qd);
   grow(scratch.q, n * qd);
   grow(scratch.gate, n * qd);
-  grow(scratch.kv, n * kvd);
+  grow(scratch.k, n * kvd);
+  grow(scratch.v, n * kvd);
   grow(scratch.iqk, n * iqk_rows);
   grow(scratch.iq, n * ih * id);
   grow(scratch.att, n * qd);
@@ -113,13 +124,12 @@ void qsa_attention(const QsaWeights& w, const QsaShape& s, const RopeTable& rope
   rms_norm_heads(scratch.q.data(), w.q_norm.data(), s.eps, scratch.q.data(), n, H, hd, isa);
   rope_apply(scratch.q.data(), n, H, positions.data(), rope);
 
-  // Keys and values join the cache before any query of the chunk reads them.
-  matmul(w.k, x, scratch.kv.data(), n, pool);
-  rms_norm_heads(scratch.kv.data(), w.k_norm.data(), s.eps, scratch.kv.data(), n, Hkv, hd, isa);
-  rope_apply(scratch.kv.data(), n, Hkv, positions.data(), rope);
-  append(cache.k, scratch.kv.data(), n * kvd);
-  matmul(w.v, x, scratch.kv.data(), n, pool);
-  append(cache.v, scratch.kv.data(), n * kvd);
+  // Keys and values go to the pages before any query of the chunk reads them.
+  matmul(w.k, x, scratch.k.data(), n, pool);
+  rms_norm_heads(scratch.k.data(), w.k_norm.data(), s.eps, scratch.k.data(), n, Hkv, hd, isa);
+  rope_apply(scratch.k.data(), n, Hkv, positions.data(), rope);
+  matmul(w.v, x, scratch.v.data(), n, pool);
+  kv.pool->write(*kv.table, kv.layer, pos0, n, scratch.k.data(), scratch.v.data());
 
   // Indexer: query heads per row, raw keys into the cache, the keys of newly completed blocks.
   matmul(w.index_qk, x, scratch.iqk.data(), n, pool);
@@ -133,46 +143,69 @@ void qsa_attention(const QsaWeights& w, const QsaShape& s, const RopeTable& rope
   cache.n_tokens += n;
   complete_blocks(w, s, index_rope, cache, isa);
 
-  // Attention of each row over its selection, one task per row.
+  // Rows at positions <= last_dense see at most top_blocks complete blocks: every token, so the
+  // paged kernel runs them. The others attend to their selection, one task per row.
+  const PagedKvView view = kv.pool->view(*kv.table, kv.layer);
+  const int64_t last_dense = (s.top_blocks + 1) * s.block - 2;
+  const int64_t n_dense = std::clamp<int64_t>(last_dense - pos0 + 1, 0, n);
+  if (n_dense > 0) {
+    AttentionParams ap;
+    ap.n_head = static_cast<int>(H);
+    ap.n_kv_head = static_cast<int>(Hkv);
+    ap.head_dim = static_cast<int>(hd);
+    ap.level = isa;
+    attention(scratch.q.data(), n_dense, pos0, view, ap, scratch.att.data(), pool, &scratch.dense);
+  }
   const int threads = pool.size();
   if (static_cast<int>(scratch.scores.size()) < threads) {
     scratch.scores.resize(static_cast<size_t>(threads));
     scratch.selected.resize(static_cast<size_t>(threads));
+    scratch.kv_rows.resize(static_cast<size_t>(threads));
   }
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  pool.parallel_for(n, [&](int64_t r, int thread) {
+  pool.parallel_for(n - n_dense, [&](int64_t task, int thread) {
+    const int64_t r = n_dense + task;
     std::vector<float>& sc = scratch.scores[static_cast<size_t>(thread)];
     std::vector<int32_t>& sel = scratch.selected[static_cast<size_t>(thread)];
+    std::vector<float>& rows = scratch.kv_rows[static_cast<size_t>(thread)];
     qsa_select(s, scratch.iq.data() + r * ih * id, cache.block_keys.data(), pos0 + r, sc, sel);
     const int64_t m = static_cast<int64_t>(sel.size());
     grow(sc, m);
-    for (int64_t h = 0; h < H; ++h) {
-      const int64_t kvh = h / (H / Hkv);
-      const float* qh = scratch.q.data() + r * qd + h * hd;
-      float mx = -INFINITY;
+    grow(rows, 2 * m * hd);
+    float* ks = rows.data();
+    float* vs = rows.data() + m * hd;
+    for (int64_t kvh = 0; kvh < Hkv; ++kvh) {
       for (int64_t i = 0; i < m; ++i) {
-        const float* kt = cache.k.data() + (sel[static_cast<size_t>(i)] * Hkv + kvh) * hd;
-        float dot = 0.0f;
-        for (int64_t j = 0; j < hd; ++j) dot += qh[j] * kt[j];
-        sc[static_cast<size_t>(i)] = dot * scale;
-        mx = std::max(mx, dot * scale);
+        const int64_t p = sel[static_cast<size_t>(i)];
+        const int slot = static_cast<int>(p % kKvPageTokens);
+        kv_load_row(geo, view.k_block(p / kKvPageTokens), static_cast<int>(kvh), slot, ks + i * hd);
+        kv_load_row(geo, view.v_block(p / kKvPageTokens), static_cast<int>(kvh), slot, vs + i * hd);
       }
-      float sum = 0.0f;
-      for (int64_t i = 0; i < m; ++i) {
-        sc[static_cast<size_t>(i)] = std::exp(sc[static_cast<size_t>(i)] - mx);
-        sum += sc[static_cast<size_t>(i)];
+      for (int64_t h = kvh * (H / Hkv); h < (kvh + 1) * (H / Hkv); ++h) {
+        const float* qh = scratch.q.data() + r * qd + h * hd;
+        float mx = -INFINITY;
+        for (int64_t i = 0; i < m; ++i) {
+          float dot = 0.0f;
+          for (int64_t j = 0; j < hd; ++j) dot += qh[j] * ks[i * hd + j];
+          sc[static_cast<size_t>(i)] = dot * scale;
+          mx = std::max(mx, dot * scale);
+        }
+        float sum = 0.0f;
+        for (int64_t i = 0; i < m; ++i) {
+          sc[static_cast<size_t>(i)] = std::exp(sc[static_cast<size_t>(i)] - mx);
+          sum += sc[static_cast<size_t>(i)];
+        }
+        float* oh = scratch.att.data() + r * qd + h * hd;
+        std::fill(oh, oh + hd, 0.0f);
+        for (int64_t i = 0; i < m; ++i) {
+          const float pr = sc[static_cast<size_t>(i)] / sum;
+          for (int64_t j = 0; j < hd; ++j) oh[j] += pr * vs[i * hd + j];
+        }
       }
-      float* oh = scratch.att.data() + r * qd + h * hd;
-      std::fill(oh, oh + hd, 0.0f);
-      for (int64_t i = 0; i < m; ++i) {
-        const float p = sc[static_cast<size_t>(i)] / sum;
-        const float* vt = cache.v.data() + (sel[static_cast<size_t>(i)] * Hkv + kvh) * hd;
-        for (int64_t j = 0; j < hd; ++j) oh[j] += p * vt[j];
-      }
-      const float* gh = scratch.gate.data() + r * qd + h * hd;
-      for (int64_t j = 0; j < hd; ++j) oh[j] *= 1.0f / (1.0f + std::exp(-gh[j]));
     }
   });
+  for (int64_t i = 0; i < n * qd; ++i)
+    scratch.att[static_cast<size_t>(i)] *= 1.0f / (1.0f + std::exp(-scratch.gate[static_cast<size_t>(i)]));
   matmul(w.o, scratch.att.data(), out, n, pool);
 }
 

@@ -13,19 +13,24 @@
 //   out = o_proj(softmax attention over the selected tokens * sigmoid(gate))
 // As in transformers, a query whose own complete block is not selected does not attend to itself.
 //
-// The cache is a plain per-sequence buffer (not the paged KV pool yet): K after norm and RoPE, V,
-// the raw indexer keys and each complete block's pooled, normed, rotated key (computed once when
-// the block completes; it depends only on that block's raw keys). A chunk of n rows continues the
-// sequence at position cache.n_tokens, so a prefill equals the same tokens one at a time.
+// K and V live in the paged KV pool like every other attention layer's (int8 / bf16 / f32 pages),
+// so prefix sharing and truncation work unchanged. Rows whose query sees at most top_blocks complete
+// blocks run the paged attention kernel (dense); later rows gather the K/V of their selected tokens
+// from the pages. The indexer keeps its own per-sequence state (QsaIndexerCache): the raw keys and
+// each complete block's pooled, normed, rotated key, computed once when the block completes (it
+// depends only on that block's raw keys). A chunk of n rows continues the sequence at position
+// cache.n_tokens, so a prefill equals the same tokens one at a time.
 //
-// Thread-safety: one call per cache at a time; the weights are read-only; work runs on the pool.
+// Thread-safety: one call per sequence at a time; the weights are read-only; work runs on the pool.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
+#include "backend/cpu/attention.h"
 #include "backend/cpu/matmul.h"
 #include "backend/cpu/rope.h"
+#include "cache/kv_pages.h"
 #include "core/thread_pool.h"
 
 namespace splash {
@@ -54,33 +59,47 @@ struct QsaWeights {
   std::vector<float> index_k_norm;  // [index_dim]
 };
 
-// One sequence's state of one QSA layer. Owned by the caller; grows with the sequence.
-struct QsaCache {
+// One sequence's indexer state of one QSA layer (K and V are in the KV pages). Owned by the
+// caller; grows with the sequence; qsa_truncate rolls it back.
+struct QsaIndexerCache {
   int64_t n_tokens = 0;
-  std::vector<float> k;           // [n_tokens, n_kv_head, head_dim] normed, rotated
-  std::vector<float> v;           // [n_tokens, n_kv_head, head_dim]
   std::vector<float> index_keys;  // [n_tokens, index_dim] raw indexer keys
   std::vector<float> block_keys;  // [n_tokens / block, index_dim] pooled, normed, rotated
 };
+
+// Drops positions >= n_tokens (speculative rollback, a shorter prefix): the raw keys past it and
+// the keys of blocks no longer complete. A no-op when n_tokens >= cache.n_tokens.
+void qsa_truncate(const QsaShape& s, QsaIndexerCache& cache, int64_t n_tokens);
 
 struct QsaScratch {
   std::vector<float> qg;    // [n, n_head 2 head_dim] q_proj output
   std::vector<float> q;     // [n, n_head, head_dim]
   std::vector<float> gate;  // [n, n_head head_dim]
-  std::vector<float> kv;    // [n, n_kv_head head_dim] k then v projection
+  std::vector<float> k;     // [n, n_kv_head, head_dim]
+  std::vector<float> v;     // [n, n_kv_head, head_dim]
   std::vector<float> iqk;   // [n, (index_heads + 1) index_dim]
   std::vector<float> iq;    // [n, index_heads, index_dim]
   std::vector<float> att;   // [n, n_head head_dim]
+  AttentionScratch dense;   // the paged kernel's tiles (rows within the budget)
   std::vector<std::vector<float>> scores;      // per thread: block scores, then token scores
   std::vector<std::vector<int32_t>> selected;  // per thread: block order, then selected tokens
+  std::vector<std::vector<float>> kv_rows;     // per thread: [2, selected, head_dim] gathered K, V
+};
+
+// Where a QSA layer's K and V go: the pool, the sequence's page table (reserved up to
+// cache.n_tokens + n before the call) and the layer's index in the pool.
+struct QsaKv {
+  KvPagePool* pool = nullptr;
+  const KvPageTable* table = nullptr;
+  int layer = 0;
 };
 
 // x: [n, n_embd] (the hyper-connection mix of the rows); out: [n, n_embd] (not added to anything).
-// rope: the tables for head_dim and for index_dim, both with the model's n_rot and theta, covering
-// positions [0, cache.n_tokens + n).
+// rope / index_rope: tables for head_dim and for index_dim, both with the model's n_rot and theta,
+// covering positions [0, cache.n_tokens + n). The pool's geometry must match the shape (CHECK).
 void qsa_attention(const QsaWeights& w, const QsaShape& s, const RopeTable& rope, const RopeTable& index_rope,
-                   QsaCache& cache, const float* x, int64_t n, float* out, QsaScratch& scratch, ThreadPool& pool,
-                   IsaLevel isa);
+                   const QsaKv& kv, QsaIndexerCache& cache, const float* x, int64_t n, float* out,
+                   QsaScratch& scratch, ThreadPool& pool, IsaLevel isa);
 
 // The token positions query position p attends to (ascending), given the block keys of the complete
 // blocks before it and its rotated, normed indexer query heads [index_heads, index_dim]. Exposed for

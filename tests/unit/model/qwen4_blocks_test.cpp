@@ -179,36 +179,51 @@ class Qwen4Qsa : public Qwen4Blocks {
     q_.index_rope = std::move(index_rope).value();
   }
 
-  // Runs x's rows through a fresh cache in chunks of the given sizes; returns [kT, kH].
-  std::vector<float> run(const std::vector<int64_t>& chunks, QsaCache& cache, QsaScratch& scratch) {
+  // A sequence of one QSA layer: its KV pages (f32, so the pages hold the reference's values) and
+  // its indexer state.
+  struct Seq {
+    KvPagePool pool;
+    KvPageTable table;
+    QsaIndexerCache cache;
+    QsaScratch scratch;
+    Seq() {
+      auto p = KvPagePool::create({.n_layer = 1, .n_kv_head = 2, .head_dim = 32, .n_pages = 2, .format = KvFormat::kF32});
+      SPLASH_CHECK(p.ok());
+      pool = std::move(p).value();
+    }
+    ~Seq() { pool.release(table); }
+  };
+
+  // Runs rows [r0, r0 + sum(chunks)) of x through seq in chunks of the given sizes into out [kT, kH].
+  void run(Seq& seq, const std::vector<int64_t>& chunks, std::vector<float>& out, int64_t r0 = 0) {
     const Arr& x = arr("qsa_x", kT, kH);
-    std::vector<float> out(kT * kH);
-    int64_t r = 0;
+    out.resize(kT * kH);
+    int64_t r = r0;
     for (const int64_t c : chunks) {
-      qsa_attention(q_.w, q_.shape, q_.rope, q_.index_rope, cache, x.data() + r * kH, c, out.data() + r * kH, scratch,
-                    threads_, isa_);
+      ASSERT_TRUE(seq.pool.append(seq.table, c).ok());
+      qsa_attention(q_.w, q_.shape, q_.rope, q_.index_rope, {&seq.pool, &seq.table, 0}, seq.cache, x.data() + r * kH,
+                    c, out.data() + r * kH, seq.scratch, threads_, isa_);
       r += c;
     }
-    EXPECT_EQ(r, kT);
-    return out;
   }
 
   Qsa q_;
 };
 
 TEST_F(Qwen4Qsa, PrefillMatchesReferenceInBothRegimes) {
-  QsaCache cache;
-  QsaScratch scratch;
-  const std::vector<float> out = run({kT}, cache, scratch);
+  Seq seq;
+  std::vector<float> out;
+  run(seq, {kT}, out);
   const Arr& want = arr("qsa_out", kT, kH);
   const Arr& dense = arr("qsa_dense", kT, kH);
   const double e = err(out, want);
   EXPECT_LE(e, kTol);
   note_error(e);
-  EXPECT_EQ(cache.n_tokens, kT);
-  EXPECT_EQ(static_cast<int64_t>(cache.block_keys.size()), kT / 4 * 16);
+  EXPECT_EQ(seq.cache.n_tokens, kT);
+  EXPECT_EQ(static_cast<int64_t>(seq.cache.block_keys.size()), kT / 4 * 16);
 
-  // Positions 0..10 see at most 2 complete blocks: dense. From position 11 on, 3+ blocks compete for 2.
+  // Positions 0..10 see at most 2 complete blocks: dense (the paged kernel). From position 11 on,
+  // 3+ blocks compete for 2 (the gathered selection).
   const int64_t dense_rows = 2 * 4 + 3;
   EXPECT_LE(rel_max_err(out.data(), dense.data(), dense_rows * kH), kTol);
   for (int64_t r = dense_rows; r < kT; ++r)
@@ -220,7 +235,7 @@ TEST_F(Qwen4Qsa, PrefillMatchesReferenceInBothRegimes) {
   std::vector<float> sc;
   std::vector<int32_t> sel;
   for (int64_t p = 0; p < kT; ++p) {
-    qsa_select(q_.shape, scratch.iq.data() + p * 4 * 16, cache.block_keys.data(), p, sc, sel);
+    qsa_select(q_.shape, seq.scratch.iq.data() + p * 4 * 16, seq.cache.block_keys.data(), p, sc, sel);
     const int64_t nb = (p + 1) / 4;
     EXPECT_EQ(static_cast<int64_t>(sel.size()), std::min<int64_t>(nb, 2) * 4 + (p + 1 - nb * 4)) << p;
     ASSERT_TRUE(std::is_sorted(sel.begin(), sel.end()));
@@ -230,16 +245,28 @@ TEST_F(Qwen4Qsa, PrefillMatchesReferenceInBothRegimes) {
 }
 
 TEST_F(Qwen4Qsa, DecodeAfterPrefillEqualsOnePrefill) {
-  QsaCache whole, steps;
-  QsaScratch s1, s2;
-  const std::vector<float> all = run({kT}, whole, s1);
-  std::vector<int64_t> chunks{13};  // ends inside a block; the rest one token at a time
-  chunks.resize(chunks.size() + (kT - 13), 1);
-  const std::vector<float> stepped = run(chunks, steps, s2);
+  Seq whole, steps;
+  std::vector<float> all, stepped;
+  run(whole, {kT}, all);
+  std::vector<int64_t> chunks{9};  // dense rows and sparse rows in one chunk, then one token at a time
+  chunks.resize(chunks.size() + (kT - 9), 1);
+  run(steps, chunks, stepped);
   EXPECT_LE(err(stepped, arr("qsa_out", kT, kH)), kTol);
   EXPECT_LE(rel_max_err(stepped.data(), all.data(), kT * kH), 1e-5);
-  EXPECT_EQ(steps.block_keys, whole.block_keys);
-  EXPECT_EQ(steps.index_keys, whole.index_keys);
+  EXPECT_EQ(steps.cache.block_keys, whole.cache.block_keys);
+  EXPECT_EQ(steps.cache.index_keys, whole.cache.index_keys);
+}
+
+TEST_F(Qwen4Qsa, TruncateThenRerunEqualsAnUninterruptedRun) {
+  Seq seq;
+  std::vector<float> out;
+  run(seq, {21}, out);  // 5 complete blocks
+  qsa_truncate(q_.shape, seq.cache, 13);  // back inside block 3: blocks 3 and 4 must go
+  seq.pool.truncate(seq.table, 13);
+  EXPECT_EQ(static_cast<int64_t>(seq.cache.block_keys.size()), 3 * 16);
+  std::fill(out.begin() + 13 * kH, out.end(), 0.0f);
+  run(seq, {4, 1, 6}, out, 13);
+  EXPECT_LE(err(out, arr("qsa_out", kT, kH)), kTol);
 }
 
 TEST(Qwen4QsaSelect, TiesGoToTheLowerBlockAndTheTailIsAlwaysKept) {
