@@ -186,8 +186,8 @@ class Qwen4Qsa : public Qwen4Blocks {
     KvPageTable table;
     QsaIndexerCache cache;
     QsaScratch scratch;
-    Seq() {
-      auto p = KvPagePool::create({.n_layer = 1, .n_kv_head = 2, .head_dim = 32, .n_pages = 2, .format = KvFormat::kF32});
+    explicit Seq(KvFormat format = KvFormat::kF32) {
+      auto p = KvPagePool::create({.n_layer = 1, .n_kv_head = 2, .head_dim = 32, .n_pages = 2, .format = format});
       SPLASH_CHECK(p.ok());
       pool = std::move(p).value();
     }
@@ -267,6 +267,23 @@ TEST_F(Qwen4Qsa, TruncateThenRerunEqualsAnUninterruptedRun) {
   std::fill(out.begin() + 13 * kH, out.end(), 0.0f);
   run(seq, {4, 1, 6}, out, 13);
   EXPECT_LE(err(out, arr("qsa_out", kT, kH)), kTol);
+}
+
+TEST_F(Qwen4Qsa, QuantizedPagesStayCloseToReference) {
+  // The engine's KV pages are int8 (per token and head, max / 127) or bf16: the same selection (the
+  // indexer keys stay f32) and attention over rounded K/V. The rounding (bf16 2^-9 relative, int8
+  // 1/254 of the row max) moves the output by about its own size: measured 2.0e-3 (bf16) and 6.1e-3
+  // (int8), against limits of 1e-2 and 3e-2.
+  for (const auto& [format, tol] : {std::pair{KvFormat::kBF16, 1e-2}, std::pair{KvFormat::kInt8, 3e-2}}) {
+    Seq seq(format);
+    std::vector<float> out;
+    std::vector<int64_t> chunks{9};
+    chunks.resize(chunks.size() + (kT - 9), 1);
+    run(seq, chunks, out);
+    const double e = err(out, arr("qsa_out", kT, kH));
+    std::printf("  %s pages: rel_err %.3g\n", kv_format_name(format), e);
+    EXPECT_LE(e, tol) << kv_format_name(format);
+  }
 }
 
 TEST(Qwen4QsaSelect, TiesGoToTheLowerBlockAndTheTailIsAlwaysKept) {
