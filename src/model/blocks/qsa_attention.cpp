@@ -30,7 +30,8 @@ void complete_blocks(const QsaWeights& w, const QsaShape& s, const RopeTable& in
   for (int64_t b = static_cast<int64_t>(cache.block_keys.size()) / d; (b + 1) * s.block <= cache.n_tokens; ++b) {
     std::fill(pooled.begin(), pooled.end(), 0.0f);
     for (int64_t t = b * s.block; t < (b + 1) * s.block; ++t)
-      for (int64_t j = 0; j < d; ++j) pooled[static_cast<size_t>(j)] += cache.index_keys[static_cast<size_t>(t * d + j)];
+      for (int64_t j = 0; j < d; ++j)
+        pooled[static_cast<size_t>(j)] += cache.index_keys[static_cast<size_t>(t * d + j)];
     for (float& x : pooled) x /= static_cast<float>(s.block);
     rms_norm(pooled.data(), w.index_k_norm.data(), s.eps, pooled.data(), 1, d, isa);
     const int32_t pos = static_cast<int32_t>(b * s.block);
@@ -41,8 +42,8 @@ void complete_blocks(const QsaWeights& w, const QsaShape& s, const RopeTable& in
 
 }  // namespace
 
-void qsa_select(const QsaShape& s, const float* index_q, const float* block_keys, int64_t p,
-                std::vector<float>& scores, std::vector<int32_t>& tokens) {
+void qsa_select(const QsaShape& s, const float* index_q, const float* block_keys, int64_t p, std::vector<float>& scores,
+                std::vector<int32_t>& tokens) {
   const int64_t nb = (p + 1) / s.block;
   tokens.clear();
   if (nb <= s.top_blocks) {  // every complete block is kept: dense
@@ -88,8 +89,8 @@ void qsa_truncate(const QsaShape& s, QsaIndexerCache& cache, int64_t n_tokens) {
 }
 
 void qsa_attention(const QsaWeights& w, const QsaShape& s, const RopeTable& rope, const RopeTable& index_rope,
-                   const QsaKv& kv, QsaIndexerCache& cache, const float* x, int64_t n, float* out,
-                   QsaScratch& scratch, ThreadPool& pool, IsaLevel isa) {
+                   const QsaKv& kv, QsaIndexerCache& cache, const float* x, int64_t n, float* out, QsaScratch& scratch,
+                   ThreadPool& pool, IsaLevel isa) {
   const int64_t H = s.n_head, Hkv = s.n_kv_head, hd = s.head_dim, qd = H * hd, kvd = Hkv * hd;
   const int64_t ih = s.index_heads, id = s.index_dim, iqk_rows = (ih + 1) * id;
   SPLASH_CHECK(H % Hkv == 0 && s.block > 0 && s.top_blocks > 0);

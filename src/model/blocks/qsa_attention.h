@@ -37,8 +37,8 @@ namespace splash {
 
 struct QsaShape {
   int64_t n_embd = 0;
-  int64_t n_head = 0;       // query heads
-  int64_t n_kv_head = 0;    // key/value heads (n_head a multiple of it)
+  int64_t n_head = 0;     // query heads
+  int64_t n_kv_head = 0;  // key/value heads (n_head a multiple of it)
   int64_t head_dim = 0;
   int64_t index_heads = 0;  // indexer_n_heads
   int64_t index_dim = 0;    // indexer_head_dim
@@ -72,15 +72,15 @@ struct QsaIndexerCache {
 void qsa_truncate(const QsaShape& s, QsaIndexerCache& cache, int64_t n_tokens);
 
 struct QsaScratch {
-  std::vector<float> qg;    // [n, n_head 2 head_dim] q_proj output
-  std::vector<float> q;     // [n, n_head, head_dim]
-  std::vector<float> gate;  // [n, n_head head_dim]
-  std::vector<float> k;     // [n, n_kv_head, head_dim]
-  std::vector<float> v;     // [n, n_kv_head, head_dim]
-  std::vector<float> iqk;   // [n, (index_heads + 1) index_dim]
-  std::vector<float> iq;    // [n, index_heads, index_dim]
-  std::vector<float> att;   // [n, n_head head_dim]
-  AttentionScratch dense;   // the paged kernel's tiles (rows within the budget)
+  std::vector<float> qg;                       // [n, n_head 2 head_dim] q_proj output
+  std::vector<float> q;                        // [n, n_head, head_dim]
+  std::vector<float> gate;                     // [n, n_head head_dim]
+  std::vector<float> k;                        // [n, n_kv_head, head_dim]
+  std::vector<float> v;                        // [n, n_kv_head, head_dim]
+  std::vector<float> iqk;                      // [n, (index_heads + 1) index_dim]
+  std::vector<float> iq;                       // [n, index_heads, index_dim]
+  std::vector<float> att;                      // [n, n_head head_dim]
+  AttentionScratch dense;                      // the paged kernel's tiles (rows within the budget)
   std::vector<std::vector<float>> scores;      // per thread: block scores, then token scores
   std::vector<std::vector<int32_t>> selected;  // per thread: block order, then selected tokens
   std::vector<std::vector<float>> kv_rows;     // per thread: [2, selected, head_dim] gathered K, V
@@ -98,13 +98,13 @@ struct QsaKv {
 // rope / index_rope: tables for head_dim and for index_dim, both with the model's n_rot and theta,
 // covering positions [0, cache.n_tokens + n). The pool's geometry must match the shape (CHECK).
 void qsa_attention(const QsaWeights& w, const QsaShape& s, const RopeTable& rope, const RopeTable& index_rope,
-                   const QsaKv& kv, QsaIndexerCache& cache, const float* x, int64_t n, float* out,
-                   QsaScratch& scratch, ThreadPool& pool, IsaLevel isa);
+                   const QsaKv& kv, QsaIndexerCache& cache, const float* x, int64_t n, float* out, QsaScratch& scratch,
+                   ThreadPool& pool, IsaLevel isa);
 
 // The token positions query position p attends to (ascending), given the block keys of the complete
 // blocks before it and its rotated, normed indexer query heads [index_heads, index_dim]. Exposed for
 // tests. scores / tokens are working memory; the result is written to tokens.
-void qsa_select(const QsaShape& s, const float* index_q, const float* block_keys, int64_t p,
-                std::vector<float>& scores, std::vector<int32_t>& tokens);
+void qsa_select(const QsaShape& s, const float* index_q, const float* block_keys, int64_t p, std::vector<float>& scores,
+                std::vector<int32_t>& tokens);
 
 }  // namespace splash

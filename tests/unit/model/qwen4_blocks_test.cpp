@@ -53,8 +53,8 @@ Reference& reference() {
     Reference r;
     if (!have_numpy_reference()) return r;
     r.dir = std::make_unique<TempDir>("qwen4_blocks");
-    const std::string cmd = std::string("/usr/bin/python3 ") + SPLASH_SOURCE_DIR +
-                            "/tests/unit/model/qwen4_blocks_ref.py " + r.dir->path();
+    const std::string cmd =
+        std::string("/usr/bin/python3 ") + SPLASH_SOURCE_DIR + "/tests/unit/model/qwen4_blocks_ref.py " + r.dir->path();
     r.ok = std::system(cmd.c_str()) == 0;
     return r;
   }();
@@ -201,8 +201,8 @@ class Qwen4Qsa : public Qwen4Blocks {
     int64_t r = r0;
     for (const int64_t c : chunks) {
       ASSERT_TRUE(seq.pool.append(seq.table, c).ok());
-      qsa_attention(q_.w, q_.shape, q_.rope, q_.index_rope, {&seq.pool, &seq.table, 0}, seq.cache, x.data() + r * kH,
-                    c, out.data() + r * kH, seq.scratch, threads_, isa_);
+      qsa_attention(q_.w, q_.shape, q_.rope, q_.index_rope, {&seq.pool, &seq.table, 0}, seq.cache, x.data() + r * kH, c,
+                    out.data() + r * kH, seq.scratch, threads_, isa_);
       r += c;
     }
   }
@@ -227,8 +227,8 @@ TEST_F(Qwen4Qsa, PrefillMatchesReferenceInBothRegimes) {
   const int64_t dense_rows = 2 * 4 + 3;
   EXPECT_LE(rel_max_err(out.data(), dense.data(), dense_rows * kH), kTol);
   for (int64_t r = dense_rows; r < kT; ++r)
-    EXPECT_GT(rel_max_err(out.data() + r * kH, dense.data() + r * kH, kH), 100 * kTol) << "row " << r
-                                                                                         << " should be sparse";
+    EXPECT_GT(rel_max_err(out.data() + r * kH, dense.data() + r * kH, kH), 100 * kTol)
+        << "row " << r << " should be sparse";
 
   // Some query's own complete block is left out, and it then does not see itself (transformers).
   int dropped_own = 0;
@@ -260,7 +260,7 @@ TEST_F(Qwen4Qsa, DecodeAfterPrefillEqualsOnePrefill) {
 TEST_F(Qwen4Qsa, TruncateThenRerunEqualsAnUninterruptedRun) {
   Seq seq;
   std::vector<float> out;
-  run(seq, {21}, out);  // 5 complete blocks
+  run(seq, {21}, out);                    // 5 complete blocks
   qsa_truncate(q_.shape, seq.cache, 13);  // back inside block 3: blocks 3 and 4 must go
   seq.pool.truncate(seq.table, 13);
   EXPECT_EQ(static_cast<int64_t>(seq.cache.block_keys.size()), 3 * 16);
@@ -370,8 +370,8 @@ TEST_F(Qwen4Blocks, GatedDeltaNetSigmoidGateMatchesReference) {
   const int64_t C = 2 * 2 * 16 + 4 * 16, vd = 64, nv = 4;
   // The split projections (q k v | z | b | a) fused into one matrix, as load_gated_deltanet does.
   std::vector<float> in;
-  for (const auto& [name, rows] : std::vector<std::pair<std::string, int64_t>>{
-           {"gdn_qkv", C}, {"gdn_z", vd}, {"gdn_b", nv}, {"gdn_a", nv}}) {
+  for (const auto& [name, rows] :
+       std::vector<std::pair<std::string, int64_t>>{{"gdn_qkv", C}, {"gdn_z", vd}, {"gdn_b", nv}, {"gdn_a", nv}}) {
     const Arr& a = arr(name, rows, kH);
     in.insert(in.end(), a.v.begin(), a.v.end());
   }
