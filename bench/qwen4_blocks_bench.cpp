@@ -93,8 +93,7 @@ void bm_ple(benchmark::State& state) {
   std::vector<float> conv_state(static_cast<size_t>(shape.state_floats())), out(static_cast<size_t>(n * kBank));
   PleLayerScratch scratch;
   for (auto _ : state) {
-    ple_layer(w, shape, rows.data(), bank.data(), n, conv_state.data(), out.data(), scratch, pool(),
-              IsaLevel::kAvx512);
+    ple_layer(w, shape, rows.data(), bank.data(), n, conv_state.data(), out.data(), scratch, pool(), IsaLevel::kAvx512);
     benchmark::DoNotOptimize(out.data());
   }
   state.counters["rows/s"] = benchmark::Counter(static_cast<double>(n), benchmark::Counter::kIsIterationInvariantRate);
