@@ -42,43 +42,51 @@ void complete_blocks(const QsaWeights& w, const QsaShape& s, const RopeTable& in
 
 }  // namespace
 
-void qsa_select(const QsaShape& s, const float* index_q, const float* block_keys, int64_t p, std::vector<float>& scores,
-                std::vector<int32_t>& tokens) {
-  const int64_t nb = (p + 1) / s.block;
+void qsa_index_scores(const QsaShape& s, const float* index_q, int64_t n, const float* block_keys, int64_t nb,
+                      float* scores, std::vector<float>& products, ThreadPool& pool) {
+  if (n == 0 || nb == 0) return;
+  const int64_t ih = s.index_heads;
+  auto keys = pack_weights(DType::kF32, block_keys, nb, s.index_dim);  // a view: f32 is never repacked
+  SPLASH_CHECK(keys.ok());
+  grow(products, n * ih * nb);
+  matmul(keys.value(), index_q, products.data(), n * ih, pool);  // [n, ih, nb]
+  const float scale = 1.0f / std::sqrt(static_cast<float>(s.index_dim));
+  for (int64_t r = 0; r < n; ++r) {
+    float* sr = scores + r * nb;
+    std::fill(sr, sr + nb, 0.0f);
+    for (int64_t h = 0; h < ih; ++h) {
+      const float* ph = products.data() + (r * ih + h) * nb;
+      for (int64_t b = 0; b < nb; ++b) sr[b] += std::max(ph[b], 0.0f);
+    }
+    for (int64_t b = 0; b < nb; ++b) sr[b] *= scale;
+  }
+}
+
+void qsa_select(const QsaShape& s, const float* scores, int64_t p, std::vector<int32_t>& tokens) {
+  const int64_t nb = (p + 1) / s.block, k = s.top_blocks;
   tokens.clear();
-  if (nb <= s.top_blocks) {  // every complete block is kept: dense
+  if (nb <= k) {  // every complete block is kept: dense
     tokens.resize(static_cast<size_t>(p + 1));
     std::iota(tokens.begin(), tokens.end(), 0);
     return;
   }
-  const float scale = 1.0f / std::sqrt(static_cast<float>(s.index_dim));
-  grow(scores, nb);
-  for (int64_t b = 0; b < nb; ++b) {
-    const float* kb = block_keys + b * s.index_dim;
-    float sum = 0.0f;
-    for (int64_t h = 0; h < s.index_heads; ++h) {
-      const float* qh = index_q + h * s.index_dim;
-      float dot = 0.0f;
-      for (int64_t j = 0; j < s.index_dim; ++j) dot += qh[j] * kb[j];
-      sum += std::max(dot, 0.0f);
-    }
-    scores[static_cast<size_t>(b)] = sum * scale;
-  }
-  std::vector<int32_t>& order = tokens;  // the block order first, then the selected tokens in place
-  order.resize(static_cast<size_t>(nb));
-  std::iota(order.begin(), order.end(), 0);
+  // The block order first, then the chosen blocks (ascending) expanded in place from the back.
+  tokens.resize(static_cast<size_t>(nb));
+  std::iota(tokens.begin(), tokens.end(), 0);
   const auto better = [&](int32_t a, int32_t b) {
-    const float sa = scores[static_cast<size_t>(a)], sb = scores[static_cast<size_t>(b)];
-    return sa > sb || (sa == sb && a < b);  // ties: the lower block index wins (docs/FLASH_NEXT.md)
+    return scores[a] > scores[b] || (scores[a] == scores[b] && a < b);  // ties: the lower block (docs/FLASH_NEXT.md)
   };
-  std::partial_sort(order.begin(), order.begin() + s.top_blocks, order.end(), better);
-  order.resize(static_cast<size_t>(s.top_blocks));
-  std::sort(order.begin(), order.end());
-  std::vector<int32_t> chosen(order.begin(), order.end());
-  tokens.clear();
-  for (const int32_t b : chosen)
-    for (int64_t i = 0; i < s.block; ++i) tokens.push_back(static_cast<int32_t>(b * s.block + i));
-  for (int64_t t = nb * s.block; t <= p; ++t) tokens.push_back(static_cast<int32_t>(t));
+  std::partial_sort(tokens.begin(), tokens.begin() + k, tokens.end(), better);
+  std::sort(tokens.begin(), tokens.begin() + k);
+  const int64_t tail = p + 1 - nb * s.block;
+  tokens.resize(static_cast<size_t>(k * s.block + tail));
+  for (int64_t t = 0; t < tail; ++t)
+    tokens[static_cast<size_t>(k * s.block + t)] = static_cast<int32_t>(nb * s.block + t);
+  for (int64_t i = k - 1; i >= 0; --i) {
+    const int32_t b = tokens[static_cast<size_t>(i)];
+    for (int64_t j = s.block - 1; j >= 0; --j)
+      tokens[static_cast<size_t>(i * s.block + j)] = static_cast<int32_t>(b * s.block + j);
+  }
 }
 
 void qsa_truncate(const QsaShape& s, QsaIndexerCache& cache, int64_t n_tokens) {
@@ -163,48 +171,58 @@ void qsa_attention(const QsaWeights& w, const QsaShape& s, const RopeTable& rope
     scratch.selected.resize(static_cast<size_t>(threads));
     scratch.kv_rows.resize(static_cast<size_t>(threads));
   }
+  // Sparse rows in groups whose block scores ([rows, blocks]) stay within kScoreFloats.
+  constexpr int64_t kScoreFloats = int64_t{1} << 20;
+  const int64_t nb_max = static_cast<int64_t>(cache.block_keys.size()) / id;
+  const int64_t group = std::max<int64_t>(1, kScoreFloats / (ih * std::max<int64_t>(nb_max, 1)));
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  pool.parallel_for(n - n_dense, [&](int64_t task, int thread) {
-    const int64_t r = n_dense + task;
-    std::vector<float>& sc = scratch.scores[static_cast<size_t>(thread)];
-    std::vector<int32_t>& sel = scratch.selected[static_cast<size_t>(thread)];
-    std::vector<float>& rows = scratch.kv_rows[static_cast<size_t>(thread)];
-    qsa_select(s, scratch.iq.data() + r * ih * id, cache.block_keys.data(), pos0 + r, sc, sel);
-    const int64_t m = static_cast<int64_t>(sel.size());
-    grow(sc, m);
-    grow(rows, 2 * m * hd);
-    float* ks = rows.data();
-    float* vs = rows.data() + m * hd;
-    for (int64_t kvh = 0; kvh < Hkv; ++kvh) {
-      for (int64_t i = 0; i < m; ++i) {
-        const int64_t p = sel[static_cast<size_t>(i)];
-        const int slot = static_cast<int>(p % kKvPageTokens);
-        kv_load_row(geo, view.k_block(p / kKvPageTokens), static_cast<int>(kvh), slot, ks + i * hd);
-        kv_load_row(geo, view.v_block(p / kKvPageTokens), static_cast<int>(kvh), slot, vs + i * hd);
+  for (int64_t g0 = n_dense; g0 < n; g0 += group) {
+    const int64_t gn = std::min(group, n - g0);
+    grow(scratch.block_scores, gn * nb_max);
+    qsa_index_scores(s, scratch.iq.data() + g0 * ih * id, gn, cache.block_keys.data(), nb_max,
+                     scratch.block_scores.data(), scratch.index_products, pool);
+    pool.parallel_for(gn, [&](int64_t task, int thread) {
+      const int64_t r = g0 + task;
+      std::vector<float>& sc = scratch.scores[static_cast<size_t>(thread)];
+      std::vector<int32_t>& sel = scratch.selected[static_cast<size_t>(thread)];
+      std::vector<float>& rows = scratch.kv_rows[static_cast<size_t>(thread)];
+      qsa_select(s, scratch.block_scores.data() + task * nb_max, pos0 + r, sel);
+      const int64_t m = static_cast<int64_t>(sel.size());
+      grow(sc, m);
+      grow(rows, 2 * m * hd);
+      float* ks = rows.data();
+      float* vs = rows.data() + m * hd;
+      for (int64_t kvh = 0; kvh < Hkv; ++kvh) {
+        for (int64_t i = 0; i < m; ++i) {
+          const int64_t p = sel[static_cast<size_t>(i)];
+          const int slot = static_cast<int>(p % kKvPageTokens);
+          kv_load_row(geo, view.k_block(p / kKvPageTokens), static_cast<int>(kvh), slot, ks + i * hd);
+          kv_load_row(geo, view.v_block(p / kKvPageTokens), static_cast<int>(kvh), slot, vs + i * hd);
+        }
+        for (int64_t h = kvh * (H / Hkv); h < (kvh + 1) * (H / Hkv); ++h) {
+          const float* qh = scratch.q.data() + r * qd + h * hd;
+          float mx = -INFINITY;
+          for (int64_t i = 0; i < m; ++i) {
+            float dot = 0.0f;
+            for (int64_t j = 0; j < hd; ++j) dot += qh[j] * ks[i * hd + j];
+            sc[static_cast<size_t>(i)] = dot * scale;
+            mx = std::max(mx, dot * scale);
+          }
+          float sum = 0.0f;
+          for (int64_t i = 0; i < m; ++i) {
+            sc[static_cast<size_t>(i)] = std::exp(sc[static_cast<size_t>(i)] - mx);
+            sum += sc[static_cast<size_t>(i)];
+          }
+          float* oh = scratch.att.data() + r * qd + h * hd;
+          std::fill(oh, oh + hd, 0.0f);
+          for (int64_t i = 0; i < m; ++i) {
+            const float pr = sc[static_cast<size_t>(i)] / sum;
+            for (int64_t j = 0; j < hd; ++j) oh[j] += pr * vs[i * hd + j];
+          }
+        }
       }
-      for (int64_t h = kvh * (H / Hkv); h < (kvh + 1) * (H / Hkv); ++h) {
-        const float* qh = scratch.q.data() + r * qd + h * hd;
-        float mx = -INFINITY;
-        for (int64_t i = 0; i < m; ++i) {
-          float dot = 0.0f;
-          for (int64_t j = 0; j < hd; ++j) dot += qh[j] * ks[i * hd + j];
-          sc[static_cast<size_t>(i)] = dot * scale;
-          mx = std::max(mx, dot * scale);
-        }
-        float sum = 0.0f;
-        for (int64_t i = 0; i < m; ++i) {
-          sc[static_cast<size_t>(i)] = std::exp(sc[static_cast<size_t>(i)] - mx);
-          sum += sc[static_cast<size_t>(i)];
-        }
-        float* oh = scratch.att.data() + r * qd + h * hd;
-        std::fill(oh, oh + hd, 0.0f);
-        for (int64_t i = 0; i < m; ++i) {
-          const float pr = sc[static_cast<size_t>(i)] / sum;
-          for (int64_t j = 0; j < hd; ++j) oh[j] += pr * vs[i * hd + j];
-        }
-      }
-    }
-  });
+    });
+  }
   for (int64_t i = 0; i < n * qd; ++i)
     scratch.att[static_cast<size_t>(i)] *= 1.0f / (1.0f + std::exp(-scratch.gate[static_cast<size_t>(i)]));
   matmul(w.o, scratch.att.data(), out, n, pool);

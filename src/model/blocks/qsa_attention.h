@@ -81,7 +81,9 @@ struct QsaScratch {
   std::vector<float> iq;                       // [n, index_heads, index_dim]
   std::vector<float> att;                      // [n, n_head head_dim]
   AttentionScratch dense;                      // the paged kernel's tiles (rows within the budget)
-  std::vector<std::vector<float>> scores;      // per thread: block scores, then token scores
+  std::vector<float> block_scores;             // [rows of a group, blocks] indexer scores
+  std::vector<float> index_products;           // [rows of a group, index_heads, blocks]
+  std::vector<std::vector<float>> scores;      // per thread: token scores
   std::vector<std::vector<int32_t>> selected;  // per thread: block order, then selected tokens
   std::vector<std::vector<float>> kv_rows;     // per thread: [2, selected, head_dim] gathered K, V
 };
@@ -101,10 +103,16 @@ void qsa_attention(const QsaWeights& w, const QsaShape& s, const RopeTable& rope
                    const QsaKv& kv, QsaIndexerCache& cache, const float* x, int64_t n, float* out, QsaScratch& scratch,
                    ThreadPool& pool, IsaLevel isa);
 
-// The token positions query position p attends to (ascending), given the block keys of the complete
-// blocks before it and its rotated, normed indexer query heads [index_heads, index_dim]. Exposed for
-// tests. scores / tokens are working memory; the result is written to tokens.
-void qsa_select(const QsaShape& s, const float* index_q, const float* block_keys, int64_t p, std::vector<float>& scores,
-                std::vector<int32_t>& tokens);
+// The indexer's block scores of n rows: scores[r, b] = sum_h relu(index_q[r, h] . block_keys[b]) /
+// sqrt(index_dim) for the nb blocks given (a row reads only the blocks complete before it). index_q:
+// [n, index_heads, index_dim] normed, rotated; block_keys: [nb, index_dim]; scores: [n, nb];
+// products: working memory. One matrix product over the block keys (on the pool).
+void qsa_index_scores(const QsaShape& s, const float* index_q, int64_t n, const float* block_keys, int64_t nb,
+                      float* scores, std::vector<float>& products, ThreadPool& pool);
+
+// The token positions query position p attends to, ascending, into tokens: every token while at
+// most top_blocks blocks are complete, else the top_blocks best of the (p + 1) / block complete
+// blocks by scores (ties: the lower block) and the incomplete tail.
+void qsa_select(const QsaShape& s, const float* scores, int64_t p, std::vector<int32_t>& tokens);
 
 }  // namespace splash

@@ -232,10 +232,13 @@ TEST_F(Qwen4Qsa, PrefillMatchesReferenceInBothRegimes) {
 
   // Some query's own complete block is left out, and it then does not see itself (transformers).
   int dropped_own = 0;
-  std::vector<float> sc;
+  const int64_t nb_all = kT / 4;
+  std::vector<float> scores(kT * nb_all), products;
+  qsa_index_scores(q_.shape, seq.scratch.iq.data(), kT, seq.cache.block_keys.data(), nb_all, scores.data(), products,
+                   threads_);
   std::vector<int32_t> sel;
   for (int64_t p = 0; p < kT; ++p) {
-    qsa_select(q_.shape, seq.scratch.iq.data() + p * 4 * 16, seq.cache.block_keys.data(), p, sc, sel);
+    qsa_select(q_.shape, scores.data() + p * nb_all, p, sel);
     const int64_t nb = (p + 1) / 4;
     EXPECT_EQ(static_cast<int64_t>(sel.size()), std::min<int64_t>(nb, 2) * 4 + (p + 1 - nb * 4)) << p;
     ASSERT_TRUE(std::is_sorted(sel.begin(), sel.end()));
@@ -287,16 +290,29 @@ TEST_F(Qwen4Qsa, QuantizedPagesStayCloseToReference) {
 }
 
 TEST(Qwen4QsaSelect, TiesGoToTheLowerBlockAndTheTailIsAlwaysKept) {
-  // Index query [1 head, 2 dims] against 4 complete blocks: blocks 1 and 3 tie at the cut.
-  const QsaShape s{8, 1, 1, 2, 1, 2, 2, 2, 1e-6f};
-  const float q[2] = {1.0f, 0.0f};
-  const float keys[8] = {0.1f, 0, 0.5f, 0, 0.9f, 0, 0.5f, 0};  // scores 0.1, 0.5, 0.9, 0.5 (/ sqrt 2)
-  std::vector<float> sc;
+  // 2 blocks of 2 tokens kept out of 4 complete ones; blocks 1 and 3 tie at the cut.
+  const QsaShape s{.block = 2, .top_blocks = 2};
+  const float scores[4] = {0.1f, 0.5f, 0.9f, 0.5f};
   std::vector<int32_t> sel;
-  qsa_select(s, q, keys, 8, sc, sel);  // position 8: 4 complete blocks + tail {8}
+  qsa_select(s, scores, 8, sel);  // position 8: 4 complete blocks + tail {8}
   EXPECT_EQ(sel, (std::vector<int32_t>{2, 3, 4, 5, 8}));
-  qsa_select(s, q, keys, 4, sc, sel);  // 2 complete blocks: dense
+  qsa_select(s, scores, 7, sel);  // position 7: the same 4 blocks, no tail
+  EXPECT_EQ(sel, (std::vector<int32_t>{2, 3, 4, 5}));
+  qsa_select(s, scores, 4, sel);  // 2 complete blocks: dense
   EXPECT_EQ(sel, (std::vector<int32_t>{0, 1, 2, 3, 4}));
+}
+
+TEST(Qwen4QsaSelect, ScoresAreTheReluSumOverIndexHeads) {
+  // 2 index heads of 2 dims, 2 blocks: the second head's negative product counts as 0.
+  const QsaShape s{.index_heads = 2, .index_dim = 2};
+  const float q[4] = {1.0f, 0.0f, 0.0f, -1.0f};
+  const float keys[4] = {0.5f, 1.0f, -2.0f, -3.0f};  // products: block 0 {0.5, -1}, block 1 {-2, 3}
+  float scores[2];
+  std::vector<float> products;
+  ThreadPool pool(1);
+  qsa_index_scores(s, q, 1, keys, 2, scores, products, pool);
+  EXPECT_FLOAT_EQ(scores[0], 0.5f / std::sqrt(2.0f));
+  EXPECT_FLOAT_EQ(scores[1], 3.0f / std::sqrt(2.0f));
 }
 
 // ---------------------------------------------------------------------------------------------
