@@ -168,7 +168,6 @@ void qsa_attention(const QsaWeights& w, const QsaShape& s, const RopeTable& rope
   const int threads = pool.size();
   if (static_cast<int>(scratch.scores.size()) < threads) {
     scratch.scores.resize(static_cast<size_t>(threads));
-    scratch.selected.resize(static_cast<size_t>(threads));
     scratch.kv_rows.resize(static_cast<size_t>(threads));
   }
   // Sparse rows in groups whose block scores ([rows, blocks]) stay within kScoreFloats.
@@ -181,44 +180,54 @@ void qsa_attention(const QsaWeights& w, const QsaShape& s, const RopeTable& rope
     grow(scratch.block_scores, gn * nb_max);
     qsa_index_scores(s, scratch.iq.data() + g0 * ih * id, gn, cache.block_keys.data(), nb_max,
                      scratch.block_scores.data(), scratch.index_products, pool);
-    pool.parallel_for(gn, [&](int64_t task, int thread) {
-      const int64_t r = g0 + task;
+    // The selections first, then one task per (row, KV head, slice of its query heads), so that a
+    // decode step spreads over the pool too.
+    if (static_cast<int64_t>(scratch.row_tokens.size()) < gn) scratch.row_tokens.resize(static_cast<size_t>(gn));
+    pool.parallel_for(gn, [&](int64_t task, int) {
+      qsa_select(s, scratch.block_scores.data() + task * nb_max, pos0 + g0 + task,
+                 scratch.row_tokens[static_cast<size_t>(task)]);
+    });
+    const int64_t per_kv = H / Hkv;
+    const int64_t slices = std::clamp<int64_t>((threads + gn * Hkv - 1) / (gn * Hkv), 1, per_kv);
+    const int64_t per_slice = (per_kv + slices - 1) / slices;
+    pool.parallel_for(gn * Hkv * slices, [&](int64_t task, int thread) {
+      const int64_t row = task / (Hkv * slices), kvh = task / slices % Hkv, slice = task % slices;
+      const int64_t h0 = kvh * per_kv + slice * per_slice, h1 = std::min(h0 + per_slice, (kvh + 1) * per_kv);
+      if (h0 >= h1) return;
+      const int64_t r = g0 + row;
+      const std::vector<int32_t>& sel = scratch.row_tokens[static_cast<size_t>(row)];
       std::vector<float>& sc = scratch.scores[static_cast<size_t>(thread)];
-      std::vector<int32_t>& sel = scratch.selected[static_cast<size_t>(thread)];
       std::vector<float>& rows = scratch.kv_rows[static_cast<size_t>(thread)];
-      qsa_select(s, scratch.block_scores.data() + task * nb_max, pos0 + r, sel);
       const int64_t m = static_cast<int64_t>(sel.size());
       grow(sc, m);
       grow(rows, 2 * m * hd);
       float* ks = rows.data();
       float* vs = rows.data() + m * hd;
-      for (int64_t kvh = 0; kvh < Hkv; ++kvh) {
+      for (int64_t i = 0; i < m; ++i) {
+        const int64_t p = sel[static_cast<size_t>(i)];
+        const int slot = static_cast<int>(p % kKvPageTokens);
+        kv_load_row(geo, view.k_block(p / kKvPageTokens), static_cast<int>(kvh), slot, ks + i * hd);
+        kv_load_row(geo, view.v_block(p / kKvPageTokens), static_cast<int>(kvh), slot, vs + i * hd);
+      }
+      for (int64_t h = h0; h < h1; ++h) {
+        const float* qh = scratch.q.data() + r * qd + h * hd;
+        float mx = -INFINITY;
         for (int64_t i = 0; i < m; ++i) {
-          const int64_t p = sel[static_cast<size_t>(i)];
-          const int slot = static_cast<int>(p % kKvPageTokens);
-          kv_load_row(geo, view.k_block(p / kKvPageTokens), static_cast<int>(kvh), slot, ks + i * hd);
-          kv_load_row(geo, view.v_block(p / kKvPageTokens), static_cast<int>(kvh), slot, vs + i * hd);
+          float dot = 0.0f;
+          for (int64_t j = 0; j < hd; ++j) dot += qh[j] * ks[i * hd + j];
+          sc[static_cast<size_t>(i)] = dot * scale;
+          mx = std::max(mx, dot * scale);
         }
-        for (int64_t h = kvh * (H / Hkv); h < (kvh + 1) * (H / Hkv); ++h) {
-          const float* qh = scratch.q.data() + r * qd + h * hd;
-          float mx = -INFINITY;
-          for (int64_t i = 0; i < m; ++i) {
-            float dot = 0.0f;
-            for (int64_t j = 0; j < hd; ++j) dot += qh[j] * ks[i * hd + j];
-            sc[static_cast<size_t>(i)] = dot * scale;
-            mx = std::max(mx, dot * scale);
-          }
-          float sum = 0.0f;
-          for (int64_t i = 0; i < m; ++i) {
-            sc[static_cast<size_t>(i)] = std::exp(sc[static_cast<size_t>(i)] - mx);
-            sum += sc[static_cast<size_t>(i)];
-          }
-          float* oh = scratch.att.data() + r * qd + h * hd;
-          std::fill(oh, oh + hd, 0.0f);
-          for (int64_t i = 0; i < m; ++i) {
-            const float pr = sc[static_cast<size_t>(i)] / sum;
-            for (int64_t j = 0; j < hd; ++j) oh[j] += pr * vs[i * hd + j];
-          }
+        float sum = 0.0f;
+        for (int64_t i = 0; i < m; ++i) {
+          sc[static_cast<size_t>(i)] = std::exp(sc[static_cast<size_t>(i)] - mx);
+          sum += sc[static_cast<size_t>(i)];
+        }
+        float* oh = scratch.att.data() + r * qd + h * hd;
+        std::fill(oh, oh + hd, 0.0f);
+        for (int64_t i = 0; i < m; ++i) {
+          const float pr = sc[static_cast<size_t>(i)] / sum;
+          for (int64_t j = 0; j < hd; ++j) oh[j] += pr * vs[i * hd + j];
         }
       }
     });

@@ -72,20 +72,20 @@ struct QsaIndexerCache {
 void qsa_truncate(const QsaShape& s, QsaIndexerCache& cache, int64_t n_tokens);
 
 struct QsaScratch {
-  std::vector<float> qg;                       // [n, n_head 2 head_dim] q_proj output
-  std::vector<float> q;                        // [n, n_head, head_dim]
-  std::vector<float> gate;                     // [n, n_head head_dim]
-  std::vector<float> k;                        // [n, n_kv_head, head_dim]
-  std::vector<float> v;                        // [n, n_kv_head, head_dim]
-  std::vector<float> iqk;                      // [n, (index_heads + 1) index_dim]
-  std::vector<float> iq;                       // [n, index_heads, index_dim]
-  std::vector<float> att;                      // [n, n_head head_dim]
-  AttentionScratch dense;                      // the paged kernel's tiles (rows within the budget)
-  std::vector<float> block_scores;             // [rows of a group, blocks] indexer scores
-  std::vector<float> index_products;           // [rows of a group, index_heads, blocks]
-  std::vector<std::vector<float>> scores;      // per thread: token scores
-  std::vector<std::vector<int32_t>> selected;  // per thread: block order, then selected tokens
-  std::vector<std::vector<float>> kv_rows;     // per thread: [2, selected, head_dim] gathered K, V
+  std::vector<float> qg;                         // [n, n_head 2 head_dim] q_proj output
+  std::vector<float> q;                          // [n, n_head, head_dim]
+  std::vector<float> gate;                       // [n, n_head head_dim]
+  std::vector<float> k;                          // [n, n_kv_head, head_dim]
+  std::vector<float> v;                          // [n, n_kv_head, head_dim]
+  std::vector<float> iqk;                        // [n, (index_heads + 1) index_dim]
+  std::vector<float> iq;                         // [n, index_heads, index_dim]
+  std::vector<float> att;                        // [n, n_head head_dim]
+  AttentionScratch dense;                        // the paged kernel's tiles (rows within the budget)
+  std::vector<float> block_scores;               // [rows of a group, blocks] indexer scores
+  std::vector<float> index_products;             // [rows of a group, index_heads, blocks]
+  std::vector<std::vector<float>> scores;        // per thread: one head's token scores
+  std::vector<std::vector<int32_t>> row_tokens;  // per row of a group: its selected tokens
+  std::vector<std::vector<float>> kv_rows;       // per thread: [2, selected, head_dim] gathered K, V
 };
 
 // Where a QSA layer's K and V go: the pool, the sequence's page table (reserved up to

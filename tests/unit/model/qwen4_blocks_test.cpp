@@ -195,14 +195,15 @@ class Qwen4Qsa : public Qwen4Blocks {
   };
 
   // Runs rows [r0, r0 + sum(chunks)) of x through seq in chunks of the given sizes into out [kT, kH].
-  void run(Seq& seq, const std::vector<int64_t>& chunks, std::vector<float>& out, int64_t r0 = 0) {
+  void run(Seq& seq, const std::vector<int64_t>& chunks, std::vector<float>& out, int64_t r0 = 0,
+           ThreadPool* threads = nullptr) {
     const Arr& x = arr("qsa_x", kT, kH);
     out.resize(kT * kH);
     int64_t r = r0;
     for (const int64_t c : chunks) {
       ASSERT_TRUE(seq.pool.append(seq.table, c).ok());
       qsa_attention(q_.w, q_.shape, q_.rope, q_.index_rope, {&seq.pool, &seq.table, 0}, seq.cache, x.data() + r * kH, c,
-                    out.data() + r * kH, seq.scratch, threads_, isa_);
+                    out.data() + r * kH, seq.scratch, threads ? *threads : threads_, isa_);
       r += c;
     }
   }
@@ -253,7 +254,8 @@ TEST_F(Qwen4Qsa, DecodeAfterPrefillEqualsOnePrefill) {
   run(whole, {kT}, all);
   std::vector<int64_t> chunks{9};  // dense rows and sparse rows in one chunk, then one token at a time
   chunks.resize(chunks.size() + (kT - 9), 1);
-  run(steps, chunks, stepped);
+  ThreadPool four(4);  // a decode step's 2 KV heads split further: one task per query head
+  run(steps, chunks, stepped, 0, &four);
   EXPECT_LE(err(stepped, arr("qsa_out", kT, kH)), kTol);
   EXPECT_LE(rel_max_err(stepped.data(), all.data(), kT * kH), 1e-5);
   EXPECT_EQ(steps.cache.block_keys, whole.cache.block_keys);
