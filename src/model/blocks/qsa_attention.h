@@ -14,7 +14,8 @@
 // As in transformers, a query whose own complete block is not selected does not attend to itself.
 //
 // K and V live in the paged KV pool like every other attention layer's (int8 / bf16 / f32 pages),
-// so prefix sharing and truncation work unchanged. Rows whose query sees at most top_blocks complete
+// so their prefix sharing and truncation work unchanged; the indexer state below is per sequence and
+// travels with the sequence's other recurrent-like state (qsa_truncate rolls it back). Rows whose query sees at most top_blocks complete
 // blocks run the paged attention kernel (dense); later rows gather the K/V of their selected tokens
 // from the pages. The indexer keeps its own per-sequence state (QsaIndexerCache): the raw keys and
 // each complete block's pooled, normed, rotated key, computed once when the block completes (it
