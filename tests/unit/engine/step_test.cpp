@@ -32,6 +32,12 @@ class EngineStep : public ::testing::Test {
     for (size_t i = 1; i < n; ++i) p.push_back(static_cast<int32_t>(3 + (i * 11 + salt) % 200));
     return p;
   }
+  // Greedy, running to max_tokens (the random model may otherwise end at once).
+  static EngineRequest long_request(std::vector<int32_t> prompt, int64_t max_tokens) {
+    EngineRequest r = greedy_request(std::move(prompt), max_tokens);
+    r.ignore_eos = true;
+    return r;
+  }
   static uint64_t submit(EngineImpl& e, EngineRequest r, Recorder& rec) {
     auto id = e.submit(std::move(r), rec.callback());
     EXPECT_TRUE(id.ok()) << id.error_message();
@@ -113,7 +119,7 @@ TEST_F(EngineStep, ChunksAPromptAndAsksForLogitsOnlyWithItsLastChunk) {
   auto e = engine(o);
   ASSERT_TRUE(e);
   Recorder rec;
-  submit(*e, greedy_request(ids(10), 3), rec);
+  submit(*e, long_request(ids(10), 3), rec);
   e->take_incoming();
   const std::vector<std::pair<int64_t, int64_t>> chunks = {{0, 4}, {4, 4}, {8, 2}};
   for (size_t i = 0; i < chunks.size(); ++i) {
@@ -161,9 +167,9 @@ TEST_F(EngineStep, ADryPoolPreemptsTheYoungestLane) {
   auto e = engine(o);
   ASSERT_TRUE(e);
   Recorder ra, rb;
-  const uint64_t a = submit(*e, greedy_request(ids(20, 1), 60), ra);
-  const uint64_t b = submit(*e, greedy_request(ids(20, 2), 60), rb);
-  for (int i = 0; i < 200 && e->status().scheduler.preemptions == 0 && !e->lanes().empty(); ++i) step(*e);
+  const uint64_t a = submit(*e, long_request(ids(20, 1), 60), ra);
+  const uint64_t b = submit(*e, long_request(ids(20, 2), 60), rb);
+  for (int i = 0; i < 200 && e->status().scheduler.preemptions == 0; ++i) step(*e);
   ASSERT_EQ(e->status().scheduler.preemptions, 1);
   ASSERT_EQ(e->lanes().size(), 2u);
   EXPECT_EQ(e->lanes()[0]->id(), a);
@@ -195,7 +201,7 @@ class EngineStepVerify : public EngineStep {
     o.prefix_cache = false;
     e_ = engine(o);
     ASSERT_TRUE(e_);
-    submit(*e_, greedy_request(prompt_, 20), rec_);
+    submit(*e_, long_request(prompt_, 20), rec_);
     step(*e_);  // the prompt: first token sampled
     ASSERT_EQ(e_->lanes().size(), 1u);
     ASSERT_TRUE(e_->lanes()[0]->decoding());
