@@ -18,12 +18,18 @@ enum class FinishReason : uint8_t {
 // "stop", "length", "context", "cancelled", "timeout", "error".
 constexpr const char* finish_reason_name(FinishReason r) {
   switch (r) {
-    case FinishReason::kStop: return "stop";
-    case FinishReason::kLength: return "length";
-    case FinishReason::kContext: return "context";
-    case FinishReason::kCancelled: return "cancelled";
-    case FinishReason::kTimeout: return "timeout";
-    case FinishReason::kError: return "error";
+    case FinishReason::kStop:
+      return "stop";
+    case FinishReason::kLength:
+      return "length";
+    case FinishReason::kContext:
+      return "context";
+    case FinishReason::kCancelled:
+      return "cancelled";
+    case FinishReason::kTimeout:
+      return "timeout";
+    case FinishReason::kError:
+      return "error";
   }
   return "?";
 }

@@ -19,7 +19,7 @@ namespace splash {
 
 struct BatchRun {
   Lane* lane = nullptr;
-  int64_t position = 0;            // sequence position of tokens[0] (the lane's KV length before the pass)
+  int64_t position = 0;             // sequence position of tokens[0] (the lane's KV length before the pass)
   std::span<const int32_t> tokens;  // [n] a decode block [last token, proposals...] or a prefill chunk
   LogitRows logits = LogitRows::kLast;
   // Decode runs: proposals to verify (tokens[1..]); their rows come back with kAll. 0 = plain decode.

@@ -78,7 +78,8 @@ Result<GenerateStats> generate(const Model& model, const Tokenizer& tokenizer, s
   stats.decode_ms = end.predicted_ms;
   stats.n_decode_steps = st.scheduler.decode_batches;
   stats.n_decode_tokens = st.metrics.decode_tokens;
-  stats.decode_tok_s = stats.n_decode_tokens > 0 && stats.decode_ms > 0 ? stats.n_decode_tokens * 1000.0 / stats.decode_ms : 0;
+  stats.decode_tok_s =
+      stats.n_decode_tokens > 0 && stats.decode_ms > 0 ? stats.n_decode_tokens * 1000.0 / stats.decode_ms : 0;
   stats.drafted_tokens = st.metrics.drafted_tokens;
   stats.accepted_draft_tokens = st.metrics.accepted_draft_tokens;
   return stats;

@@ -43,9 +43,10 @@ bool EngineImpl::preempt_youngest(const Lane* keep) {
 void EngineImpl::end_capacity_exhausted(const Lane* lane, EngineClock::time_point now) {
   for (size_t i = 0; i < lanes_.size(); ++i)
     if (lanes_[i].get() == lane) {
-      end_lane_at(i, FinishReason::kError,
-                  str_cat("capacity_exhausted: the KV pool (", kv_pages_total_, " pages) is full with this request alone"),
-                  now);
+      end_lane_at(
+          i, FinishReason::kError,
+          str_cat("capacity_exhausted: the KV pool (", kv_pages_total_, " pages) is full with this request alone"),
+          now);
       return;
     }
 }

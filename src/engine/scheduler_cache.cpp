@@ -33,7 +33,8 @@ int64_t EngineImpl::count_waiting_prefix(const Lane& head) const {
     if (!behind || !lane->prefilling() || !lane->needs_lookup()) continue;
     const auto b = lane->ctx();
     const size_t len = std::min(a.size(), b.size());
-    const size_t shared = static_cast<size_t>(std::mismatch(a.begin(), a.begin() + static_cast<std::ptrdiff_t>(len), b.begin()).first - a.begin());
+    const size_t shared = static_cast<size_t>(
+        std::mismatch(a.begin(), a.begin() + static_cast<std::ptrdiff_t>(len), b.begin()).first - a.begin());
     const int64_t whole = static_cast<int64_t>(shared) / kKvPageTokens * kKvPageTokens;
     if (whole > 0 && head.kv_len() < whole) ++n;
   }

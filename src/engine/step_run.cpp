@@ -77,7 +77,8 @@ void EngineImpl::process_run(const Batch& batch, size_t r, std::vector<std::pair
   int64_t n_accepted = 0;
   bool lane_finished = false;
   for (int64_t i = 0; i <= k && sample; ++i) {
-    float* row = out_.logits.data() + (k > 0 ? out_.logits_offset[r] + i : out_.logits_offset[r + 1] - 1) * out_.n_vocab;
+    float* row =
+        out_.logits.data() + (k > 0 ? out_.logits_offset[r] + i : out_.logits_offset[r + 1] - 1) * out_.n_vocab;
     const int32_t proposal = i < k ? run.tokens[static_cast<size_t>(i + 1)] : -1;
     Lane::Step step = lane->on_logits({row, static_cast<size_t>(out_.n_vocab)}, now, proposal);
     if (step.first_token) log_.ttft_ms.push_back(step.ttft_ms);
@@ -92,7 +93,8 @@ void EngineImpl::process_run(const Batch& batch, size_t r, std::vector<std::pair
   }
   if (k > 0) {
     // Rejected proposals leave the KV (and the recurrent state) before anything can publish it.
-    Status st = rollback_verify(model_, kv_, threads_, lane->seq(), run.tokens, n_accepted + 1, lane->recurrent_snapshot());
+    Status st =
+        rollback_verify(model_, kv_, threads_, lane->seq(), run.tokens, n_accepted + 1, lane->recurrent_snapshot());
     lane->draft_budget().update(static_cast<int>(k), static_cast<int>(n_accepted), options_.spec_block - 1);
     metrics_.drafted_tokens += k;
     metrics_.accepted_draft_tokens += n_accepted;
