@@ -4,6 +4,7 @@
 // lane's block (its last token plus its proposals) and at most one prefill chunk of the oldest
 // prefilling lane.
 #include <algorithm>
+#include <optional>
 
 #include "engine/scheduler_impl.h"
 
@@ -88,6 +89,66 @@ void EngineImpl::admit(EngineClock::time_point now) {
   }
 }
 
+bool EngineImpl::reserve_decode_pages(std::vector<Lane*>& decoders, int64_t& need, EngineClock::time_point now) {
+  // Every decoding lane grows by its block: [last token, proposals...] under speculative decoding,
+  // drafted once a step. When the pool cannot give the pages, proposals go first, then the youngest
+  // lane holding pages gives its pages back (it recomputes them later).
+  const int max_proposals = drafter_ ? options_.spec_block - 1 : 0;
+  for (auto& lane : lanes_)
+    if (lane->decoding()) lane->plan_block(max_proposals);
+  bool proposals_dropped = false;
+  for (;;) {
+    decoders.clear();
+    need = 0;
+    for (auto& lane : lanes_)
+      if (lane->decoding()) {
+        decoders.push_back(lane.get());
+        need += pages_needed(*lane, static_cast<int64_t>(lane->block().size()));
+      }
+    if (need <= reclaim(need)) return true;
+    if (!proposals_dropped) {
+      for (Lane* d : decoders) d->drop_proposals();
+      proposals_dropped = true;
+      continue;
+    }
+    if (!preempt_youngest(decoders.front())) {
+      // Only the oldest decoder holds pages and still cannot grow: it cannot fit even alone.
+      end_capacity_exhausted(decoders.front(), now);
+      return false;
+    }
+  }
+}
+
+std::optional<int64_t> EngineImpl::prefill_chunk(Lane& prefill, int64_t reserve, bool has_decoders,
+                                                 EngineClock::time_point now) {
+  // Checkpoint group: the chunk ends where a snapshot of the recurrent state is due.
+  int64_t chunk = chunk_;
+  if (cache_ && cache_->has_checkpoint_group() && prefill.request().cache_prompt) {
+    const int64_t at = cache_->next_checkpoint(prefill.resumed_at(), prefill.kv_len(), prefill.n_prompt());
+    if (at > prefill.kv_len()) chunk = std::min(chunk, at - prefill.kv_len());
+  }
+  // Scoring the prompt keeps every row's logits ([chunk, n_vocab] floats): bound that buffer.
+  if (prefill.wants_prompt_rows()) chunk = std::min<int64_t>(chunk, kPromptLogprobChunk);
+  for (;;) {
+    const int64_t want = std::min(chunk, prefill.to_feed());
+    int64_t spare_pages = std::max<int64_t>(0, reclaim(reserve + pages_needed(prefill, want)) - reserve);
+    const KvPageTable& t = prefill.seq().kv;
+    int64_t slack = static_cast<int64_t>(t.pages.size()) * kKvPageTokens - t.n_tokens;
+    if (slack > 0 && kv_.refcount(t.pages.back()) > 1) {
+      // A shared partial last page (after a rollback) is copied before the first write: one page.
+      if (spare_pages > 0) --spare_pages;
+      else slack = 0;
+    }
+    const int64_t n_chunk = std::min({want, slack + spare_pages * kKvPageTokens});
+    if (n_chunk > 0 || has_decoders) return n_chunk;  // with decoders, the prompt just waits this step
+    // Nothing can run: pages are held by lanes that are not running. Take them back, youngest first.
+    if (!preempt_youngest(&prefill)) {
+      end_capacity_exhausted(&prefill, now);
+      return std::nullopt;
+    }
+  }
+}
+
 Batch EngineImpl::schedule(std::vector<uint64_t> cancels) {
   Batch batch;
   const EngineClock::time_point now = EngineClock::now();
@@ -118,36 +179,10 @@ Batch EngineImpl::schedule(std::vector<uint64_t> cancels) {
     }
   if (cache_ && !looking_up) cache_->release_prefetch();  // nobody waits for what a prefetch read
 
-  // --- KV pages for the decode rows: every decoding lane grows by its block. When the pool cannot
-  // give them, proposals go first, then the youngest lane holding pages gives its pages back (it
-  // recomputes them later). Speculative decoding: a decoding lane's rows are [last token,
-  // proposals...], drafted once a step.
-  const int max_proposals = drafter_ ? options_.spec_block - 1 : 0;
-  for (auto& lane : lanes_)
-    if (lane->decoding()) lane->plan_block(max_proposals);
-  bool proposals_dropped = false;
+  // --- KV pages for the decode rows (dropping proposals, then preempting, when the pool is short)
   std::vector<Lane*> decoders;
   int64_t decode_need = 0;
-  for (;;) {
-    decoders.clear();
-    decode_need = 0;
-    for (auto& lane : lanes_)
-      if (lane->decoding()) {
-        decoders.push_back(lane.get());
-        decode_need += pages_needed(*lane, static_cast<int64_t>(lane->block().size()));
-      }
-    if (decode_need <= reclaim(decode_need)) break;
-    if (!proposals_dropped) {
-      for (Lane* d : decoders) d->drop_proposals();
-      proposals_dropped = true;
-      continue;
-    }
-    if (!preempt_youngest(decoders.front())) {
-      // Only the oldest decoder holds pages and still cannot grow: it cannot fit even alone.
-      end_capacity_exhausted(decoders.front(), now);
-      return batch;
-    }
-  }
+  if (!reserve_decode_pages(decoders, decode_need, now)) return batch;
 
   // --- the prefill chunk: oldest prefilling lane, within the pages left after the decode rows (and one
   // page of headroom per decoder, so a prompt does not take the page a decoder needs next and get
@@ -173,33 +208,10 @@ Batch EngineImpl::schedule(std::vector<uint64_t> cancels) {
   }
   int64_t n_chunk = 0;
   if (run_prefill) {
-    // Checkpoint group: the chunk ends where a snapshot of the recurrent state is due.
-    int64_t chunk = chunk_;
-    if (cache_ && cache_->has_checkpoint_group() && prefill->request().cache_prompt) {
-      const int64_t at = cache_->next_checkpoint(prefill->resumed_at(), prefill->kv_len(), prefill->n_prompt());
-      if (at > prefill->kv_len()) chunk = std::min(chunk, at - prefill->kv_len());
-    }
-    // Scoring the prompt keeps every row's logits ([chunk, n_vocab] floats): bound that buffer.
-    if (prefill->wants_prompt_rows()) chunk = std::min<int64_t>(chunk, kPromptLogprobChunk);
-    for (;;) {
-      const int64_t reserve = run_decode ? decode_need + static_cast<int64_t>(decoders.size()) : 0;
-      const int64_t want = std::min(chunk, prefill->to_feed());
-      int64_t spare_pages = std::max<int64_t>(0, reclaim(reserve + pages_needed(*prefill, want)) - reserve);
-      const KvPageTable& t = prefill->seq().kv;
-      int64_t slack = static_cast<int64_t>(t.pages.size()) * kKvPageTokens - t.n_tokens;
-      if (slack > 0 && kv_.refcount(t.pages.back()) > 1) {
-        // A shared partial last page (after a rollback) is copied before the first write: one page.
-        if (spare_pages > 0) --spare_pages;
-        else slack = 0;
-      }
-      n_chunk = std::min({want, slack + spare_pages * kKvPageTokens});
-      if (n_chunk > 0 || !decoders.empty()) break;  // with decoders, the prompt just waits this step
-      // Nothing can run: pages are held by lanes that are not running. Take them back, youngest first.
-      if (!preempt_youngest(prefill)) {
-        end_capacity_exhausted(prefill, now);
-        return batch;
-      }
-    }
+    const int64_t reserve = run_decode ? decode_need + static_cast<int64_t>(decoders.size()) : 0;
+    const std::optional<int64_t> n = prefill_chunk(*prefill, reserve, !decoders.empty(), now);
+    if (!n) return batch;
+    n_chunk = *n;
     if (n_chunk == 0) {
       ++waiting_resources_;
       run_prefill = false;

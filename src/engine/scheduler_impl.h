@@ -8,6 +8,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -92,6 +93,13 @@ class EngineImpl {
   // schedule()'s parts.
   void apply_cancels(const std::vector<uint64_t>& cancels, EngineClock::time_point now);
   void admit(EngineClock::time_point now);
+  // Plans every decoding lane's block and makes sure the pool has its pages: `decoders` (oldest
+  // first) and the pages they take. false: the oldest decoder cannot fit even alone and has ended.
+  bool reserve_decode_pages(std::vector<Lane*>& decoders, int64_t& need, EngineClock::time_point now);
+  // Tokens of `prefill`'s next chunk that fit the pages left after `reserve` (0: it waits this step);
+  // without decoders it preempts younger lanes to make room. nullopt: it cannot fit even alone and
+  // has ended.
+  std::optional<int64_t> prefill_chunk(Lane& prefill, int64_t reserve, bool has_decoders, EngineClock::time_point now);
   // Ends the lane as unable to fit the KV pool even alone (capacity_exhausted).
   void end_capacity_exhausted(const Lane* lane, EngineClock::time_point now);
   // Ends the batch's lanes with `message` (the forward failed).
