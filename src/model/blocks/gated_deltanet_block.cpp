@@ -206,11 +206,12 @@ void gated_deltanet_block(const GatedDeltaNetWeights& w, LayerContext& ctx) {
     }
   });
 
-  // Gated RMSNorm per value head: rms_norm(o) * w * silu(z).
+  // Gated RMSNorm per value head: rms_norm(o) * w * silu(z), or * sigmoid(z).
   rms_norm(s.o.data(), w.out_norm.data(), c.rms_eps, s.o.data(), n * d.nv, d.dv, ctx.isa);
+  const bool sigmoid_gate = w.output_gate_sigmoid;
   for (int64_t i = 0; i < n * d.vd(); ++i) {
     const float zi = s.z[static_cast<size_t>(i)];
-    s.o[static_cast<size_t>(i)] *= zi / (1.0f + std::exp(-zi));
+    s.o[static_cast<size_t>(i)] *= (sigmoid_gate ? 1.0f : zi) / (1.0f + std::exp(-zi));
   }
   }  // linear-attention scope
   {
