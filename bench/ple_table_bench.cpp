@@ -147,11 +147,14 @@ int main(int argc, char** argv) {
   };
   const std::vector<uint64_t> decode_rows = make_rows(tokens), prefill_rows = make_rows(8 * 512);
 
-  std::printf("table %.2f GiB, %llu rows of %llu B; ssd row cache %llu MiB; decode %llu tokens x 16 rows, prefill 8 x 512 tokens\n",
-              static_cast<double>(bytes) / (1ull << 30), static_cast<unsigned long long>(n_rows),
-              static_cast<unsigned long long>(row_bytes), static_cast<unsigned long long>(cache_mb),
-              static_cast<unsigned long long>(tokens));
-  std::printf("%-9s %-8s %-5s %12s %12s %12s %10s\n", "placement", "phase", "cache", "rows/s", "us/token", "disk MiB", "open s");
+  std::printf(
+      "table %.2f GiB, %llu rows of %llu B; ssd row cache %llu MiB; decode %llu tokens x 16 rows, prefill 8 x 512 "
+      "tokens\n",
+      static_cast<double>(bytes) / (1ull << 30), static_cast<unsigned long long>(n_rows),
+      static_cast<unsigned long long>(row_bytes), static_cast<unsigned long long>(cache_mb),
+      static_cast<unsigned long long>(tokens));
+  std::printf("%-9s %-8s %-5s %12s %12s %12s %10s\n", "placement", "phase", "cache", "rows/s", "us/token", "disk MiB",
+              "open s");
   struct Config {
     Placement placement;
     uint32_t io_depth;
@@ -179,16 +182,18 @@ int main(int argc, char** argv) {
       for (const char* temp : {"cold", "warm"}) {
         Run r = run(**src, rows, hash->n_heads(), step);
         const double per_token = r.seconds / static_cast<double>(rows.size() / hash->n_heads()) * 1e6;
-        const std::string name = p == Placement::kSsd ? str_cat("ssd/qd", cfg.io_depth) : std::string(placement_name(p));
+        const std::string name =
+            p == Placement::kSsd ? str_cat("ssd/qd", cfg.io_depth) : std::string(placement_name(p));
         std::printf("%-9s %-8s %-5s %12.0f %12.2f %12.1f %10.2f\n", name.c_str(), phase, temp,
-                    static_cast<double>(r.rows) / r.seconds, per_token, static_cast<double>(r.disk_bytes) / (1 << 20), open_s);
+                    static_cast<double>(r.rows) / r.seconds, per_token, static_cast<double>(r.disk_bytes) / (1 << 20),
+                    open_s);
       }
       PleStats s = (*src)->stats();
       if (p == Placement::kSsd)
         std::printf("          ssd stats: hits %llu misses %llu reads %llu bytes %.1f MiB read time %.3f s direct %d\n",
                     static_cast<unsigned long long>(s.cache_hits), static_cast<unsigned long long>(s.cache_misses),
-                    static_cast<unsigned long long>(s.reads), static_cast<double>(s.bytes_read) / (1 << 20), s.read_seconds,
-                    s.direct_io ? 1 : 0);
+                    static_cast<unsigned long long>(s.reads), static_cast<double>(s.bytes_read) / (1 << 20),
+                    s.read_seconds, s.direct_io ? 1 : 0);
     }
   }
   return 0;

@@ -31,7 +31,8 @@ Result<NgramHash> NgramHash::make(const NgramHashConfig& c) {
   if (c.ngram_size < 2 || c.ngram_size > 8)
     return make_error("PLE n-gram hash: ngram_size ", c.ngram_size, " must be in 2..8");
   if (c.heads_per_ngram == 0) return make_error("PLE n-gram hash: heads_per_ngram must be > 0");
-  if (c.eos >= c.vocab) return make_error("PLE n-gram hash: eos_token_id ", c.eos, " is not below vocab_size ", c.vocab);
+  if (c.eos >= c.vocab)
+    return make_error("PLE n-gram hash: eos_token_id ", c.eos, " is not below vocab_size ", c.vocab);
   if (c.divisible_by == 0) return make_error("PLE n-gram hash: make_ngram_vocab_size_divisible_by must be > 0");
   if (c.vocab_base < 2 || c.vocab_base > (1ull << 40))
     return make_error("PLE n-gram hash: ngram_vocab_size_base ", c.vocab_base, " out of range");
@@ -39,7 +40,8 @@ Result<NgramHash> NgramHash::make(const NgramHashConfig& c) {
   h.config_ = c;
   const uint64_t half = std::max<uint64_t>(1, ((1ull << 63) - 1) / c.vocab / 2);
   const uint64_t base = c.seed + kLayerSeedStride * c.ple_index;
-  for (uint64_t i = 0; i < c.ngram_size; ++i) h.multipliers_.push_back(2 * (splitmix64(base + kGamma * (i + 1)) % half) + 1);
+  for (uint64_t i = 0; i < c.ngram_size; ++i)
+    h.multipliers_.push_back(2 * (splitmix64(base + kGamma * (i + 1)) % half) + 1);
   const uint64_t n_heads = h.n_heads();
   const uint64_t skip = c.ple_index * n_heads;  // earlier PLE modules take the earlier primes
   uint64_t p = c.vocab_base - 1, found = 0;
@@ -57,7 +59,8 @@ Result<NgramHash> NgramHash::make(const NgramHashConfig& c) {
   return h;
 }
 
-void NgramHash::rows(std::span<const uint32_t> context, std::span<const uint32_t> tokens, std::span<uint64_t> out) const {
+void NgramHash::rows(std::span<const uint32_t> context, std::span<const uint32_t> tokens,
+                     std::span<uint64_t> out) const {
   const uint32_t n = config_.ngram_size, hp = config_.heads_per_ngram, ctx = context_len();
   SPLASH_CHECK(context.size() == ctx);
   SPLASH_CHECK(out.size() == tokens.size() * n_heads());
@@ -80,7 +83,8 @@ void NgramHash::rows(std::span<const uint32_t> context, std::span<const uint32_t
   }
 }
 
-std::vector<uint32_t> NgramHash::next_context(std::span<const uint32_t> context, std::span<const uint32_t> tokens) const {
+std::vector<uint32_t> NgramHash::next_context(std::span<const uint32_t> context,
+                                              std::span<const uint32_t> tokens) const {
   std::vector<uint32_t> all(context.begin(), context.end());
   all.insert(all.end(), tokens.begin(), tokens.end());
   return std::vector<uint32_t>(all.end() - context_len(), all.end());

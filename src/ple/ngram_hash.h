@@ -22,11 +22,11 @@
 namespace splash::ple {
 
 struct NgramHashConfig {
-  uint64_t vocab = 0;            // vocab_size
-  uint32_t ngram_size = 3;       // n: bigram .. n-gram heads
-  uint32_t heads_per_ngram = 8;  // hp
-  uint32_t eos = 0;              // eos_token_id ([0] of a list, as transformers takes it)
-  uint64_t seed = 1234;          // absent from the shipped config: transformers' default
+  uint64_t vocab = 0;              // vocab_size
+  uint32_t ngram_size = 3;         // n: bigram .. n-gram heads
+  uint32_t heads_per_ngram = 8;    // hp
+  uint32_t eos = 0;                // eos_token_id ([0] of a list, as transformers takes it)
+  uint64_t seed = 1234;            // absent from the shipped config: transformers' default
   uint64_t vocab_base = 20000000;  // ngram_vocab_size_base: the first head's prime is >= this
   uint64_t divisible_by = 128;     // make_ngram_vocab_size_divisible_by
   uint32_t ple_index = 0;          // which PLE module (qwen4_exp has one)
@@ -39,9 +39,9 @@ class NgramHash {
 
   const NgramHashConfig& config() const { return config_; }
   uint32_t n_heads() const { return (config_.ngram_size - 1) * config_.heads_per_ngram; }
-  uint32_t context_len() const { return config_.ngram_size - 1; }  // ids of history a token needs
-  const std::vector<uint64_t>& multipliers() const { return multipliers_; }  // [ngram_size]
-  const std::vector<uint64_t>& head_sizes() const { return head_sizes_; }    // [n_heads]
+  uint32_t context_len() const { return config_.ngram_size - 1; }              // ids of history a token needs
+  const std::vector<uint64_t>& multipliers() const { return multipliers_; }    // [ngram_size]
+  const std::vector<uint64_t>& head_sizes() const { return head_sizes_; }      // [n_heads]
   const std::vector<uint64_t>& head_offsets() const { return head_offsets_; }  // [n_heads]
   uint64_t logical_rows() const { return head_offsets_.back() + head_sizes_.back(); }
   uint64_t padded_rows() const { return padded_rows_; }

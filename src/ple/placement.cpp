@@ -38,7 +38,8 @@ PlacementChoice choose_placement(const PlacementInputs& in) {
   } else if (!in.ssd_offload && rest_fits && in.table_bytes <= in.budget_bytes - in.rest_bytes) {
     c.placement = Placement::kResident;
     c.reason = "the whole model fits the budget";
-  } else if (rest_fits && static_cast<double>(in.page_cache_bytes) >= kMmapCachedFraction * static_cast<double>(in.table_bytes)) {
+  } else if (rest_fits &&
+             static_cast<double>(in.page_cache_bytes) >= kMmapCachedFraction * static_cast<double>(in.table_bytes)) {
     c.placement = Placement::kMmap;
     c.reason = in.ssd_offload ? "qwen4_ple_ssd_offload, and the page cache holds the table"
                               : "the rest fits the budget and the page cache holds the table";
@@ -51,7 +52,8 @@ PlacementChoice choose_placement(const PlacementInputs& in) {
 }
 
 std::string placement_log_line(const PlacementChoice& choice, uint64_t table_bytes, std::string_view format) {
-  std::string line = str_cat("PLE · ", placement_name(choice.placement), " · table ", one_decimal(table_bytes), " ", format);
+  std::string line =
+      str_cat("PLE · ", placement_name(choice.placement), " · table ", one_decimal(table_bytes), " ", format);
   if (choice.placement == Placement::kSsd) line += str_cat(" · row cache ", one_decimal(choice.cache_bytes));
   return line;
 }

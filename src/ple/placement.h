@@ -19,13 +19,13 @@
 namespace splash::ple {
 
 struct PlacementInputs {
-  uint64_t table_bytes = 0;       // stored size of the PLE table
-  uint64_t rest_bytes = 0;        // everything else the memory plan counts (weights, KV, buffers)
-  uint64_t budget_bytes = 0;      // the RAM budget (--max-memory, or the plan's default)
-  uint64_t page_cache_bytes = 0;  // the plan's estimate of page cache the table could keep
-  bool ssd_offload = false;       // config.json `qwen4_ple_ssd_offload: true`
-  std::optional<Placement> requested;        // --ple-placement resident|mmap|ssd; nullopt = auto
-  std::optional<uint64_t> ssd_cache_bytes;   // --ple-ssd-cache-mb
+  uint64_t table_bytes = 0;                 // stored size of the PLE table
+  uint64_t rest_bytes = 0;                  // everything else the memory plan counts (weights, KV, buffers)
+  uint64_t budget_bytes = 0;                // the RAM budget (--max-memory, or the plan's default)
+  uint64_t page_cache_bytes = 0;            // the plan's estimate of page cache the table could keep
+  bool ssd_offload = false;                 // config.json `qwen4_ple_ssd_offload: true`
+  std::optional<Placement> requested;       // --ple-placement resident|mmap|ssd; nullopt = auto
+  std::optional<uint64_t> ssd_cache_bytes;  // --ple-ssd-cache-mb
 };
 
 struct PlacementChoice {

@@ -17,9 +17,12 @@ namespace splash::ple {
 
 std::string_view placement_name(Placement p) {
   switch (p) {
-    case Placement::kResident: return "resident";
-    case Placement::kMmap: return "mmap";
-    case Placement::kSsd: return "ssd";
+    case Placement::kResident:
+      return "resident";
+    case Placement::kMmap:
+      return "mmap";
+    case Placement::kSsd:
+      return "ssd";
   }
   return "?";
 }
@@ -28,9 +31,12 @@ Result<std::unique_ptr<RowSource>> open_row_source(const TableLayout& layout, co
   if (layout.segments.empty() || layout.row_bytes == 0 || layout.width == 0)
     return make_error("PLE table: empty layout");
   switch (options.placement) {
-    case Placement::kResident: return open_resident_source(layout);
-    case Placement::kMmap: return open_mmap_source(layout);
-    case Placement::kSsd: return open_ssd_source(layout, options);
+    case Placement::kResident:
+      return open_resident_source(layout);
+    case Placement::kMmap:
+      return open_mmap_source(layout);
+    case Placement::kSsd:
+      return open_ssd_source(layout, options);
   }
   return make_error("PLE table: unknown placement");
 }
@@ -41,7 +47,8 @@ Result<uint64_t> pread_upto(int fd, void* dst, uint64_t n, uint64_t offset, cons
   while (done < n) {
     ssize_t got = ::pread(fd, p + done, n - done, static_cast<off_t>(offset + done));
     if (got < 0 && errno == EINTR) continue;
-    if (got < 0) return make_error(path, ": read of ", n, " bytes at offset ", offset, " failed: ", std::strerror(errno));
+    if (got < 0)
+      return make_error(path, ": read of ", n, " bytes at offset ", offset, " failed: ", std::strerror(errno));
     if (got == 0) break;
     done += static_cast<uint64_t>(got);
   }
@@ -50,7 +57,8 @@ Result<uint64_t> pread_upto(int fd, void* dst, uint64_t n, uint64_t offset, cons
 
 Status check_rows(const TableLayout& layout, std::span<const uint64_t> rows, std::span<float> out) {
   if (out.size() != rows.size() * layout.width)
-    return make_error("PLE gather: output holds ", out.size(), " floats, ", rows.size(), " rows need ", rows.size() * layout.width);
+    return make_error("PLE gather: output holds ", out.size(), " floats, ", rows.size(), " rows need ",
+                      rows.size() * layout.width);
   for (uint64_t r : rows)
     if (r >= layout.n_rows) return make_error("PLE gather: row ", r, " is past the table's ", layout.n_rows, " rows");
   return {};
@@ -67,7 +75,8 @@ class ResidentSource final : public RowSource {
 
   Status load() {
     rows_.reset(new (std::nothrow) uint8_t[layout_.table_bytes()]);  // not zeroed: every byte is read below
-    if (!rows_) return make_error("PLE table: cannot allocate ", layout_.table_bytes(), " bytes for resident placement");
+    if (!rows_)
+      return make_error("PLE table: cannot allocate ", layout_.table_bytes(), " bytes for resident placement");
     constexpr uint64_t kChunk = 64ull << 20;
     std::map<std::string, int> fds;
     Status st;
@@ -84,11 +93,13 @@ class ResidentSource final : public RowSource {
       for (uint64_t done = 0; done < n && st.ok(); done += kChunk) {
         const uint64_t len = std::min(kChunk, n - done);
         auto t0 = std::chrono::steady_clock::now();
-        auto got = pread_upto(fd, rows_.get() + s.first_row * layout_.row_bytes + done, len, s.file_offset + done, s.path);
+        auto got =
+            pread_upto(fd, rows_.get() + s.first_row * layout_.row_bytes + done, len, s.file_offset + done, s.path);
         stats_.read_seconds += seconds_since(t0);
         ++stats_.reads;
         if (!got.ok()) st = got.error();
-        else if (*got != len) st = make_error(s.path, ": ends inside the PLE table (offset ", s.file_offset + done + *got, ")");
+        else if (*got != len)
+          st = make_error(s.path, ": ends inside the PLE table (offset ", s.file_offset + done + *got, ")");
         else stats_.bytes_read += len;
       }
       if (!st.ok()) break;

@@ -45,20 +45,20 @@ struct RowSourceOptions {
 // What the server's /status reports as `ple.*` (field names in docs/FLASH_NEXT.md "Placement").
 struct PleStats {
   Placement placement = Placement::kResident;
-  std::string format;             // ple.format: "bf16", "fp8", ...
-  uint64_t table_bytes = 0;       // ple.table_bytes: stored size of the whole table
-  uint64_t resident_bytes = 0;    // ple.resident_bytes: table bytes held in RAM by this process
-                                  // (resident: the copy; ssd: the cached rows; mmap: the table's
-                                  // pages found in the page cache, mincore)
-  uint64_t cache_bytes = 0;       // ple.cache_bytes: the ssd row cache bound (0 otherwise)
-  uint64_t cache_hits = 0;        // ple.cache_hits: rows served from the cache (ssd)
-  uint64_t cache_misses = 0;      // ple.cache_misses: rows read from the file (ssd)
-  uint64_t rows_gathered = 0;     // ple.rows_gathered: rows handed out by gather
-  uint64_t rows_prefetched = 0;   // ple.rows_prefetched: rows read ahead by prefetch (ssd)
-  uint64_t reads = 0;             // ple.reads: read calls issued (ssd, and resident at open)
-  uint64_t bytes_read = 0;        // ple.bytes_read: bytes those calls read
-  double read_seconds = 0;        // ple.read_seconds: wall time spent waiting for them
-  bool direct_io = false;         // ple.direct_io: O_DIRECT in use (ssd)
+  std::string format;            // ple.format: "bf16", "fp8", ...
+  uint64_t table_bytes = 0;      // ple.table_bytes: stored size of the whole table
+  uint64_t resident_bytes = 0;   // ple.resident_bytes: table bytes held in RAM by this process
+                                 // (resident: the copy; ssd: the cached rows; mmap: the table's
+                                 // pages found in the page cache, mincore)
+  uint64_t cache_bytes = 0;      // ple.cache_bytes: the ssd row cache bound (0 otherwise)
+  uint64_t cache_hits = 0;       // ple.cache_hits: rows served from the cache (ssd)
+  uint64_t cache_misses = 0;     // ple.cache_misses: rows read from the file (ssd)
+  uint64_t rows_gathered = 0;    // ple.rows_gathered: rows handed out by gather
+  uint64_t rows_prefetched = 0;  // ple.rows_prefetched: rows read ahead by prefetch (ssd)
+  uint64_t reads = 0;            // ple.reads: read calls issued (ssd, and resident at open)
+  uint64_t bytes_read = 0;       // ple.bytes_read: bytes those calls read
+  double read_seconds = 0;       // ple.read_seconds: wall time spent waiting for them
+  bool direct_io = false;        // ple.direct_io: O_DIRECT in use (ssd)
 };
 
 class RowSource {

@@ -26,9 +26,9 @@
 #include <deque>
 #include <functional>
 #include <mutex>
+#include <new>
 #include <numeric>
 #include <optional>
-#include <new>
 #include <thread>
 #include <unordered_map>
 #include <unordered_set>
@@ -114,14 +114,16 @@ class SsdSource final : public RowSource {
     n_slots_ = std::min(options_.cache_bytes / layout_.row_bytes, layout_.n_rows);
     // Not zeroed: a slot's pages are touched only when a row lands there, so RSS grows with use.
     slots_.reset(new (std::nothrow) uint8_t[std::max<uint64_t>(n_slots_ * layout_.row_bytes, 1)]);
-    if (!slots_) return make_error("PLE ssd placement: cannot allocate a row cache of ", n_slots_ * layout_.row_bytes, " bytes");
+    if (!slots_)
+      return make_error("PLE ssd placement: cannot allocate a row cache of ", n_slots_ * layout_.row_bytes, " bytes");
     slot_row_.assign(n_slots_, kNoRow);
     slot_ref_.assign(n_slots_, 0);
     where_.reserve(n_slots_);
     // Reader threads serve buffered files only: O_DIRECT files go through AIO (a kernel without AIO
     // then reads at depth 1).
     if (std::any_of(files_.begin(), files_.end(), [](const File& f) { return !f.direct; }))
-      for (uint32_t t = 1; t < std::max<uint32_t>(options_.io_depth, 1); ++t) pool_.emplace_back([this] { pool_loop(); });
+      for (uint32_t t = 1; t < std::max<uint32_t>(options_.io_depth, 1); ++t)
+        pool_.emplace_back([this] { pool_loop(); });
     worker_ = std::thread([this] { work(); });
     return {};
   }
@@ -171,7 +173,8 @@ class SsdSource final : public RowSource {
     Status st = read_rows(order, io, [&](uint64_t r, const uint8_t* bytes) {
       const auto& pos = missing.at(r);
       decode_row(layout_, bytes, out.data() + pos[0] * w);
-      for (size_t k = 1; k < pos.size(); ++k) std::memcpy(out.data() + pos[k] * w, out.data() + pos[0] * w, w * sizeof(float));
+      for (size_t k = 1; k < pos.size(); ++k)
+        std::memcpy(out.data() + pos[k] * w, out.data() + pos[0] * w, w * sizeof(float));
       std::lock_guard<std::mutex> lock(mu_);
       insert(r, bytes);
     });
@@ -283,7 +286,8 @@ class SsdSource final : public RowSource {
   // Reads the sorted unique `rows`, coalescing touching ranges, and calls fn(row, stored bytes) for
   // each right after its read, from up to io_depth threads at once (fn must be thread-safe). No
   // lock is held while reading. io.seconds is the wall time of the whole read.
-  Status read_rows(const std::vector<uint64_t>& rows, IoCount& io, const std::function<void(uint64_t, const uint8_t*)>& fn) {
+  Status read_rows(const std::vector<uint64_t>& rows, IoCount& io,
+                   const std::function<void(uint64_t, const uint8_t*)>& fn) {
     if (rows.empty()) return {};
     const uint64_t rb = layout_.row_bytes;
     std::vector<uint64_t> offs(rows.size());  // file offset of every row
@@ -336,7 +340,8 @@ class SsdSource final : public RowSource {
         auto got = pread_upto(f.fd, buf.get(), r.hi - r.lo, r.lo, f.path);
         Status st;
         if (!got.ok()) st = got.error();
-        else if (r.lo + *got < offs[r.last - 1] + rb) st = make_error(f.path, ": ends inside the PLE table (", r.lo + *got, " bytes)");
+        else if (r.lo + *got < offs[r.last - 1] + rb)
+          st = make_error(f.path, ": ends inside the PLE table (", r.lo + *got, " bytes)");
         if (!st.ok()) {
           std::lock_guard<std::mutex> lock(err_mu);
           if (err.ok()) err = st;
@@ -377,8 +382,9 @@ class SsdSource final : public RowSource {
   // from this thread, with no hand-off to other threads (on a busy machine a thread wake-up costs
   // more than the read). nullopt when the kernel refuses AIO: the caller uses the reader threads.
   std::optional<Status> aio_read_runs(const std::vector<ReadRun>& runs, const std::vector<uint64_t>& offs,
-                                      const std::vector<uint64_t>& rows, const std::function<void(uint64_t, const uint8_t*)>& fn,
-                                      uint64_t& n_reads, uint64_t& n_bytes) {
+                                      const std::vector<uint64_t>& rows,
+                                      const std::function<void(uint64_t, const uint8_t*)>& fn, uint64_t& n_reads,
+                                      uint64_t& n_bytes) {
     const uint32_t depth = static_cast<uint32_t>(std::min<size_t>(options_.io_depth, runs.size()));
     aio_context_t ctx = 0;
     {
@@ -464,12 +470,15 @@ class SsdSource final : public RowSource {
         const int64_t res = events[e].res;
         ++n_reads;
         if (res < 0) {
-          if (err.ok()) err = make_error(f.path, ": read of ", r.hi - r.lo, " bytes at offset ", r.lo, " failed: ", std::strerror(static_cast<int>(-res)));
+          if (err.ok())
+            err = make_error(f.path, ": read of ", r.hi - r.lo, " bytes at offset ", r.lo,
+                             " failed: ", std::strerror(static_cast<int>(-res)));
           continue;
         }
         n_bytes += static_cast<uint64_t>(res);
         if (r.lo + static_cast<uint64_t>(res) < offs[r.last - 1] + layout_.row_bytes) {
-          if (err.ok()) err = make_error(f.path, ": ends inside the PLE table (", r.lo + static_cast<uint64_t>(res), " bytes)");
+          if (err.ok())
+            err = make_error(f.path, ": ends inside the PLE table (", r.lo + static_cast<uint64_t>(res), " bytes)");
           continue;
         }
         const uint8_t* base = buf.get() + uint64_t{slot} * slot_bytes;
@@ -512,16 +521,16 @@ class SsdSource final : public RowSource {
   }
 
   RowSourceOptions options_;
-  std::vector<File> files_;        // distinct files of the segments
+  std::vector<File> files_;         // distinct files of the segments
   std::vector<uint32_t> seg_file_;  // segment -> files_ index
 
-  mutable std::mutex mu_;  // guards everything below
+  mutable std::mutex mu_;            // guards everything below
   std::condition_variable cv_;       // rows left in_flight_, jobs finished
   std::condition_variable work_cv_;  // jobs queued, stop
   uint64_t n_slots_ = 0;
   std::unique_ptr<uint8_t[]> slots_;  // [n_slots, row_bytes] stored rows
-  std::vector<uint64_t> slot_row_;  // [n_slots] row id or kNoRow
-  std::vector<uint8_t> slot_ref_;   // [n_slots] CLOCK reference bits
+  std::vector<uint64_t> slot_row_;    // [n_slots] row id or kNoRow
+  std::vector<uint8_t> slot_ref_;     // [n_slots] CLOCK reference bits
   uint64_t hand_ = 0;
   std::unordered_map<uint64_t, uint32_t> where_;  // row -> slot
   std::unordered_set<uint64_t> in_flight_;        // rows some read has claimed
@@ -535,7 +544,7 @@ class SsdSource final : public RowSource {
   std::condition_variable pool_cv_, pool_done_cv_;
   std::deque<IoBatch*> pool_q_;  // one entry per helper a request asks for
   bool pool_stop_ = false;
-  std::vector<std::thread> pool_;  // io_depth - 1 reader threads
+  std::vector<std::thread> pool_;        // io_depth - 1 reader threads
   std::vector<aio_context_t> aio_free_;  // AIO contexts not in use (pool_mu_)
 };
 

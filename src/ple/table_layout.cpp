@@ -39,7 +39,9 @@ Status pread_all(int fd, void* dst, uint64_t n, uint64_t offset, const std::stri
   while (n > 0) {
     ssize_t got = ::pread(fd, p, n, static_cast<off_t>(offset));
     if (got < 0 && errno == EINTR) continue;
-    if (got <= 0) return make_error(path, ": read of ", n, " bytes at offset ", offset, " failed: ", got < 0 ? std::strerror(errno) : "end of file");
+    if (got <= 0)
+      return make_error(path, ": read of ", n, " bytes at offset ", offset,
+                        " failed: ", got < 0 ? std::strerror(errno) : "end of file");
     p += got;
     n -= static_cast<uint64_t>(got);
     offset += static_cast<uint64_t>(got);
@@ -63,7 +65,8 @@ Result<FileHeader> read_header(const std::string& path) {
   SPLASH_TRY_STATUS(pread_all(fd, len_bytes, 8, 0, path));
   uint64_t n = 0;
   for (int i = 7; i >= 0; --i) n = n << 8 | len_bytes[i];
-  if (n > kMaxHeaderBytes || 8 + n > h.file_size) return make_error(path, ": safetensors header length ", n, " is invalid");
+  if (n > kMaxHeaderBytes || 8 + n > h.file_size)
+    return make_error(path, ": safetensors header length ", n, " is invalid");
   std::string text(n, '\0');
   SPLASH_TRY_STATUS(pread_all(fd, text.data(), n, 8, path));
   h.entries = json::parse(text, nullptr, false);
@@ -84,8 +87,9 @@ Result<Entry> entry(const FileHeader& h, const std::string& path, const std::str
   auto it = h.entries.find(name);
   if (it == h.entries.end()) return make_error(where(), " is listed in the index but absent from the file");
   const json& e = *it;
-  if (!e.is_object() || !e.contains("dtype") || !e["dtype"].is_string() || !e.contains("shape") || !e["shape"].is_array() ||
-      !e.contains("data_offsets") || !e["data_offsets"].is_array() || e["data_offsets"].size() != 2)
+  if (!e.is_object() || !e.contains("dtype") || !e["dtype"].is_string() || !e.contains("shape") ||
+      !e["shape"].is_array() || !e.contains("data_offsets") || !e["data_offsets"].is_array() ||
+      e["data_offsets"].size() != 2)
     return make_error(where(), ": header entry needs dtype, shape and data_offsets");
   Entry out;
   out.dtype = e["dtype"].get<std::string>();
@@ -96,7 +100,8 @@ Result<Entry> entry(const FileHeader& h, const std::string& path, const std::str
   const auto& off = e["data_offsets"];
   if (!off[0].is_number_unsigned() || !off[1].is_number_unsigned()) return make_error(where(), ": bad data_offsets");
   uint64_t b = off[0].get<uint64_t>(), en = off[1].get<uint64_t>();
-  if (b > en || h.data_offset + en > h.file_size) return make_error(where(), ": data_offsets [", b, ", ", en, "] lie outside the file");
+  if (b > en || h.data_offset + en > h.file_size)
+    return make_error(where(), ": data_offsets [", b, ", ", en, "] lie outside the file");
   out.offset = h.data_offset + b;
   out.n_bytes = en - b;
   return out;
@@ -173,11 +178,16 @@ const TableSegment& TableLayout::segment_of(uint64_t row) const {
 
 std::string row_format_name(const TableLayout& layout) {
   switch (layout.format) {
-    case RowFormat::kBF16: return "bf16";
-    case RowFormat::kF16: return "f16";
-    case RowFormat::kF32: return "f32";
-    case RowFormat::kF8E4M3: return "fp8";
-    case RowFormat::kGgml: break;
+    case RowFormat::kBF16:
+      return "bf16";
+    case RowFormat::kF16:
+      return "f16";
+    case RowFormat::kF32:
+      return "f32";
+    case RowFormat::kF8E4M3:
+      return "fp8";
+    case RowFormat::kGgml:
+      break;
   }
   std::string n(dtype_name(layout.ggml_type));
   for (char& c : n) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -216,7 +226,9 @@ Result<TableLayout> locate_hf_table(const std::string& path, const std::string& 
     SPLASH_TRY(const FileHeader* h, header_of(file));
     SPLASH_TRY(Entry e, entry(*h, file, name));
     auto fmt = hf_format(e.dtype);
-    if (!fmt) return make_error(file, ": '", name, "' has dtype ", e.dtype, "; the PLE table must be BF16, F16, F32 or F8_E4M3");
+    if (!fmt)
+      return make_error(file, ": '", name, "' has dtype ", e.dtype,
+                        "; the PLE table must be BF16, F16, F32 or F8_E4M3");
     if (e.shape.size() != 2 || e.shape[1] == 0)
       return make_error(file, ": '", name, "' must be [rows, width], has ", e.shape.size(), " dims");
     if (i == 0) {
@@ -225,7 +237,8 @@ Result<TableLayout> locate_hf_table(const std::string& path, const std::string& 
       t.width = e.shape[1];
       t.row_bytes = t.width * fmt->second;
     } else if (e.dtype != dtype || e.shape[1] != t.width) {
-      return make_error(file, ": '", name, "' is ", e.dtype, " of width ", e.shape[1], " but shard 0 is ", dtype, " of width ", t.width);
+      return make_error(file, ": '", name, "' is ", e.dtype, " of width ", e.shape[1], " but shard 0 is ", dtype,
+                        " of width ", t.width);
     }
     if (e.n_bytes != e.shape[0] * t.row_bytes)
       return make_error(file, ": '", name, "' spans ", e.n_bytes, " bytes, its shape needs ", e.shape[0] * t.row_bytes);
@@ -257,12 +270,22 @@ Result<TableLayout> locate_gguf_table(const std::string& path) {
   TableLayout t;
   t.width = ti->shape[0];
   auto rb = dtype_bytes(ti->type, t.width);
-  if (!rb) return make_error(path, ": '", kName, "' rows of ", t.width, " values are not whole ", dtype_name(ti->type), " blocks");
+  if (!rb)
+    return make_error(path, ": '", kName, "' rows of ", t.width, " values are not whole ", dtype_name(ti->type),
+                      " blocks");
   switch (ti->type) {
-    case DType::kBF16: t.format = RowFormat::kBF16; break;
-    case DType::kF16: t.format = RowFormat::kF16; break;
-    case DType::kF32: t.format = RowFormat::kF32; break;
-    default: t.format = RowFormat::kGgml; break;
+    case DType::kBF16:
+      t.format = RowFormat::kBF16;
+      break;
+    case DType::kF16:
+      t.format = RowFormat::kF16;
+      break;
+    case DType::kF32:
+      t.format = RowFormat::kF32;
+      break;
+    default:
+      t.format = RowFormat::kGgml;
+      break;
   }
   t.ggml_type = ti->type;
   t.row_bytes = *rb;
@@ -277,7 +300,8 @@ std::array<float, 256> make_e4m3_table() {
   std::array<float, 256> v{};
   for (int c = 0; c < 256; ++c) {
     int s = c >> 7, e = (c >> 3) & 15, m = c & 7;
-    float x = e == 0 ? std::ldexp(static_cast<float>(m) / 8.0f, -6) : std::ldexp(1.0f + static_cast<float>(m) / 8.0f, e - 7);
+    float x =
+        e == 0 ? std::ldexp(static_cast<float>(m) / 8.0f, -6) : std::ldexp(1.0f + static_cast<float>(m) / 8.0f, e - 7);
     if (e == 15 && m == 7) x = std::nanf("");
     v[static_cast<size_t>(c)] = s ? -x : x;
   }
@@ -296,13 +320,17 @@ void decode_row(const TableLayout& layout, const uint8_t* src, float* dst) {
         dst[i] = layout.format == RowFormat::kBF16 ? bf16_to_f32(u) : f16_to_f32(u);
       }
       break;
-    case RowFormat::kF32: std::memcpy(dst, src, n * 4); break;
+    case RowFormat::kF32:
+      std::memcpy(dst, src, n * 4);
+      break;
     case RowFormat::kF8E4M3: {
       static const std::array<float, 256> kE4M3 = make_e4m3_table();
       for (uint64_t i = 0; i < n; ++i) dst[i] = kE4M3[src[i]];
       break;
     }
-    case RowFormat::kGgml: quant::dequantize_row(layout.ggml_type, src, dst, static_cast<int64_t>(n)); break;
+    case RowFormat::kGgml:
+      quant::dequantize_row(layout.ggml_type, src, dst, static_cast<int64_t>(n));
+      break;
   }
   if (layout.scale != 1.0f)
     for (uint64_t i = 0; i < n; ++i) dst[i] *= layout.scale;

@@ -32,11 +32,11 @@ struct TableSegment {
 
 struct TableLayout {
   RowFormat format = RowFormat::kBF16;
-  DType ggml_type = DType::kF32;  // kGgml only
-  uint64_t width = 0;       // values per row (head_dim: 160 for the shipped model)
-  uint64_t row_bytes = 0;   // stored bytes per row
-  uint64_t n_rows = 0;      // sum of the segments' rows (the padded table)
-  float scale = 1.0f;       // multiplies every decoded value (F8_E4M3 weight_scale; 1 otherwise)
+  DType ggml_type = DType::kF32;       // kGgml only
+  uint64_t width = 0;                  // values per row (head_dim: 160 for the shipped model)
+  uint64_t row_bytes = 0;              // stored bytes per row
+  uint64_t n_rows = 0;                 // sum of the segments' rows (the padded table)
+  float scale = 1.0f;                  // multiplies every decoded value (F8_E4M3 weight_scale; 1 otherwise)
   std::vector<TableSegment> segments;  // ordered by first_row, contiguous from row 0
 
   uint64_t table_bytes() const { return n_rows * row_bytes; }

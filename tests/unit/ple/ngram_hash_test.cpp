@@ -22,9 +22,8 @@ TEST(NgramHash, ShippedGeometry) {
   auto h = NgramHash::make(c);
   ASSERT_TRUE(h.ok()) << h.error_message();
   ASSERT_EQ(h->n_heads(), 16u);
-  const std::vector<uint64_t> primes = {20000003, 20000023, 20000033, 20000047, 20000059, 20000063,
-                                        20000069, 20000077, 20000081, 20000093, 20000107, 20000147,
-                                        20000153, 20000159, 20000161, 20000171};
+  const std::vector<uint64_t> primes = {20000003, 20000023, 20000033, 20000047, 20000059, 20000063, 20000069, 20000077,
+                                        20000081, 20000093, 20000107, 20000147, 20000153, 20000159, 20000161, 20000171};
   EXPECT_EQ(h->head_sizes(), primes);
   EXPECT_EQ(h->head_offsets()[1], 20000003u);
   EXPECT_EQ(h->head_offsets()[2], 40000026u);

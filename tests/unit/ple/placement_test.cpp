@@ -17,31 +17,125 @@ TEST(PlePlacement, DecisionTable) {
   };
   const Row rows[] = {
       // everything fits: resident
-      {[] { PlacementInputs x; x.table_bytes = 10 * GiB; x.rest_bytes = 20 * GiB; x.budget_bytes = 40 * GiB; x.page_cache_bytes = 0; return x; }(), Placement::kResident, 0},
+      {[] {
+         PlacementInputs x;
+         x.table_bytes = 10 * GiB;
+         x.rest_bytes = 20 * GiB;
+         x.budget_bytes = 40 * GiB;
+         x.page_cache_bytes = 0;
+         return x;
+       }(),
+       Placement::kResident, 0},
       // exactly fits
-      {[] { PlacementInputs x; x.table_bytes = 20 * GiB; x.rest_bytes = 20 * GiB; x.budget_bytes = 40 * GiB; return x; }(), Placement::kResident, 0},
+      {[] {
+         PlacementInputs x;
+         x.table_bytes = 20 * GiB;
+         x.rest_bytes = 20 * GiB;
+         x.budget_bytes = 40 * GiB;
+         return x;
+       }(),
+       Placement::kResident, 0},
       // config.json asks for offload: never resident; the page cache holds the table: mmap
-      {[] { PlacementInputs x; x.table_bytes = 10 * GiB; x.rest_bytes = 20 * GiB; x.budget_bytes = 40 * GiB; x.page_cache_bytes = 30 * GiB; x.ssd_offload = true; return x; }(),
+      {[] {
+         PlacementInputs x;
+         x.table_bytes = 10 * GiB;
+         x.rest_bytes = 20 * GiB;
+         x.budget_bytes = 40 * GiB;
+         x.page_cache_bytes = 30 * GiB;
+         x.ssd_offload = true;
+         return x;
+       }(),
        Placement::kMmap, 0},
       // ... and when it cannot: ssd, cache capped at 1 GiB
-      {[] { PlacementInputs x; x.table_bytes = 10 * GiB; x.rest_bytes = 20 * GiB; x.budget_bytes = 40 * GiB; x.page_cache_bytes = 1 * GiB; x.ssd_offload = true; return x; }(),
+      {[] {
+         PlacementInputs x;
+         x.table_bytes = 10 * GiB;
+         x.rest_bytes = 20 * GiB;
+         x.budget_bytes = 40 * GiB;
+         x.page_cache_bytes = 1 * GiB;
+         x.ssd_offload = true;
+         return x;
+       }(),
        Placement::kSsd, 1 * GiB},
       // the table does not fit the budget, 90% of it fits the page cache: mmap
-      {[] { PlacementInputs x; x.table_bytes = 48 * GiB; x.rest_bytes = 20 * GiB; x.budget_bytes = 24 * GiB; x.page_cache_bytes = 44 * GiB; return x; }(), Placement::kMmap, 0},
+      {[] {
+         PlacementInputs x;
+         x.table_bytes = 48 * GiB;
+         x.rest_bytes = 20 * GiB;
+         x.budget_bytes = 24 * GiB;
+         x.page_cache_bytes = 44 * GiB;
+         return x;
+       }(),
+       Placement::kMmap, 0},
       // under 90%: ssd with what the budget leaves (4 GiB) capped at 1 GiB
-      {[] { PlacementInputs x; x.table_bytes = 48 * GiB; x.rest_bytes = 20 * GiB; x.budget_bytes = 24 * GiB; x.page_cache_bytes = 40 * GiB; return x; }(), Placement::kSsd, 1 * GiB},
+      {[] {
+         PlacementInputs x;
+         x.table_bytes = 48 * GiB;
+         x.rest_bytes = 20 * GiB;
+         x.budget_bytes = 24 * GiB;
+         x.page_cache_bytes = 40 * GiB;
+         return x;
+       }(),
+       Placement::kSsd, 1 * GiB},
       // little left in the budget: the cache gets what is left
-      {[] { PlacementInputs x; x.table_bytes = 48 * GiB; x.rest_bytes = 20 * GiB - 300 * MiB; x.budget_bytes = 20 * GiB; x.page_cache_bytes = 0; return x; }(), Placement::kSsd,
-       300 * MiB},
+      {[] {
+         PlacementInputs x;
+         x.table_bytes = 48 * GiB;
+         x.rest_bytes = 20 * GiB - 300 * MiB;
+         x.budget_bytes = 20 * GiB;
+         x.page_cache_bytes = 0;
+         return x;
+       }(),
+       Placement::kSsd, 300 * MiB},
       // the rest alone is over budget: ssd, no cache
-      {[] { PlacementInputs x; x.table_bytes = 48 * GiB; x.rest_bytes = 30 * GiB; x.budget_bytes = 20 * GiB; x.page_cache_bytes = 100 * GiB; return x; }(), Placement::kSsd, 0},
+      {[] {
+         PlacementInputs x;
+         x.table_bytes = 48 * GiB;
+         x.rest_bytes = 30 * GiB;
+         x.budget_bytes = 20 * GiB;
+         x.page_cache_bytes = 100 * GiB;
+         return x;
+       }(),
+       Placement::kSsd, 0},
       // --ple-ssd-cache-mb wins over the rule, capped at the table
-      {[] { PlacementInputs x; x.table_bytes = 48 * GiB; x.rest_bytes = 20 * GiB; x.budget_bytes = 24 * GiB; x.ssd_cache_bytes = 64 * MiB; return x; }(), Placement::kSsd, 64 * MiB},
-      {[] { PlacementInputs x; x.table_bytes = 10 * MiB; x.rest_bytes = 20 * GiB; x.budget_bytes = 40 * GiB; x.requested = Placement::kSsd; x.ssd_cache_bytes = 64 * MiB; return x; }(),
+      {[] {
+         PlacementInputs x;
+         x.table_bytes = 48 * GiB;
+         x.rest_bytes = 20 * GiB;
+         x.budget_bytes = 24 * GiB;
+         x.ssd_cache_bytes = 64 * MiB;
+         return x;
+       }(),
+       Placement::kSsd, 64 * MiB},
+      {[] {
+         PlacementInputs x;
+         x.table_bytes = 10 * MiB;
+         x.rest_bytes = 20 * GiB;
+         x.budget_bytes = 40 * GiB;
+         x.requested = Placement::kSsd;
+         x.ssd_cache_bytes = 64 * MiB;
+         return x;
+       }(),
        Placement::kSsd, 10 * MiB},
       // an explicit placement wins over everything
-      {[] { PlacementInputs x; x.table_bytes = 48 * GiB; x.rest_bytes = 20 * GiB; x.budget_bytes = 24 * GiB; x.requested = Placement::kResident; return x; }(), Placement::kResident, 0},
-      {[] { PlacementInputs x; x.table_bytes = 1 * GiB; x.rest_bytes = 1 * GiB; x.budget_bytes = 24 * GiB; x.requested = Placement::kMmap; return x; }(), Placement::kMmap, 0},
+      {[] {
+         PlacementInputs x;
+         x.table_bytes = 48 * GiB;
+         x.rest_bytes = 20 * GiB;
+         x.budget_bytes = 24 * GiB;
+         x.requested = Placement::kResident;
+         return x;
+       }(),
+       Placement::kResident, 0},
+      {[] {
+         PlacementInputs x;
+         x.table_bytes = 1 * GiB;
+         x.rest_bytes = 1 * GiB;
+         x.budget_bytes = 24 * GiB;
+         x.requested = Placement::kMmap;
+         return x;
+       }(),
+       Placement::kMmap, 0},
   };
   int i = 0;
   for (const auto& r : rows) {

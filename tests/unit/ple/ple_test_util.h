@@ -42,7 +42,8 @@ class ReferenceData {
       why_ = "mkdtemp failed";
       return;
     }
-    const std::string cmd = std::string("/usr/bin/python3 ") + SPLASH_SOURCE_DIR + "/tests/unit/ple/ple_reference.py " + tmpl;
+    const std::string cmd =
+        std::string("/usr/bin/python3 ") + SPLASH_SOURCE_DIR + "/tests/unit/ple/ple_reference.py " + tmpl;
     if (std::system(cmd.c_str()) != 0) {
       why_ = "tests/unit/ple/ple_reference.py failed";
       std::filesystem::remove_all(tmpl);

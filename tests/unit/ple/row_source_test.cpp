@@ -109,7 +109,8 @@ TEST_F(PleRowSource, EveryPlacementMatchesTheReference) {
     ASSERT_TRUE(t.ok()) << l.name << ": " << t.error_message();
     EXPECT_EQ(t->n_rows, kShardRows * 8) << l.name;
     EXPECT_EQ(t->width, 4u) << l.name;
-    const std::vector<float> want = test::ReferenceData::read_f32(test::ReferenceData::get().dir() + "/rows_" + l.expected + ".f32");
+    const std::vector<float> want =
+        test::ReferenceData::read_f32(test::ReferenceData::get().dir() + "/rows_" + l.expected + ".f32");
     ASSERT_EQ(want.size(), t->n_rows * t->width);
     for (const auto& c : kCases) {
       SCOPED_TRACE(std::string(l.name) + " " + c.name);
@@ -145,7 +146,8 @@ TEST_F(PleRowSource, LayoutsNameTheirFormat) {
   for (const auto& s : spread->segments) files.insert(s.path);
   EXPECT_GE(files.size(), 3u);  // the spread export really spans files
   EXPECT_NE(locate(kLayouts[1])->scale, 1.0f);
-  auto missing = locate_hf_table(test::ReferenceData::get().dir() + "/fixtures/hf", "model.layers.1.ple.ple_embedding.");
+  auto missing =
+      locate_hf_table(test::ReferenceData::get().dir() + "/fixtures/hf", "model.layers.1.ple.ple_embedding.");
   ASSERT_FALSE(missing.ok());
   EXPECT_NE(missing.error_message().find("no PLE table shards"), std::string::npos);
 }
@@ -243,7 +245,7 @@ TEST_F(PleRowSource, GatherWaitsForRowsInFlight) {
   }
   src->wait_prefetch();
   const PleStats s = src->stats();
-  EXPECT_EQ(s.cache_hits, 20u * 16);               // no gathered row was read by the gather
+  EXPECT_EQ(s.cache_hits, 20u * 16);              // no gathered row was read by the gather
   EXPECT_EQ(s.rows_prefetched, distinct.size());  // every row read once, by the prefetch thread
   EXPECT_EQ(s.cache_misses, distinct.size());
 }
