@@ -55,9 +55,10 @@ bool is_router(const std::string& name) {
 }
 
 // The GGUF type of one tensor: matrices get the requested type when their rows are whole blocks of
-// it, else Q8_0, else F16; vectors (norms, biases) and routers stay F32.
+// it, else Q8_0, else F16; vectors (norms, biases), routers and the Gated DeltaNet conv1d stay F32
+// (llama.cpp's ssm_conv reads F32 kernels only, and its converter keeps ssm_conv1d F32).
 DType gguf_tensor_type(const ModelTensor& t, DType wanted) {
-  if (t.shape.size() < 2 || is_router(t.name)) return DType::kF32;
+  if (t.shape.size() < 2 || is_router(t.name) || ends_with(t.name, "linear_attn.conv1d.weight")) return DType::kF32;
   const uint64_t row = t.shape.back();
   if (row % dtype_traits(wanted).block_elems == 0) return wanted;
   if (wanted == DType::kF32 || wanted == DType::kF16 || wanted == DType::kBF16) return wanted;

@@ -41,6 +41,14 @@ Status opt_f32(const gguf::GgufFile& f, const std::string& key, float& out) {
 
 }  // namespace
 
+std::optional<gguf::Value> gguf_rope_sections(const std::string& gguf_arch, const std::vector<uint32_t>& sections) {
+  if (gguf_arch != "qwen35" && gguf_arch != "qwen35moe") return std::nullopt;
+  std::vector<int64_t> v(sections.begin(), sections.end());
+  if (v.empty()) v = {11, 11, 10};
+  v.resize(4, 0);
+  return gguf::Value::array_of_ints(gguf::ValueType::kI32, std::move(v));
+}
+
 Result<std::string> gguf_arch_name(const std::string& architecture) {
   for (const auto& a : kArchNames)
     if (architecture == a.ours) return std::string(a.gguf);
@@ -81,6 +89,13 @@ Result<ModelConfig> model_config_from_gguf(const gguf::GgufFile& f) {
   if (c.head_dim == 0 || rope_dims > c.head_dim)
     return make_error(f.source(), ": ", p, "rope.dimension_count (", rope_dims, ") exceeds the head size (", c.head_dim, ")");
   c.partial_rotary_factor = static_cast<float>(rope_dims) / static_cast<float>(c.head_dim);
+  if (f.has(p + "rope.dimension_sections")) {
+    SPLASH_TRY(auto sections, f.get_i32_array(p + "rope.dimension_sections"));
+    for (int32_t s : sections) {
+      if (s < 0) return make_error(f.source(), ": ", p, "rope.dimension_sections has a negative entry (", s, ")");
+      c.rope_sections.push_back(static_cast<uint32_t>(s));
+    }
+  }
   if (f.has(p + "rope.scaling.type")) {
     SPLASH_TRY(c.rope_scaling.type, f.get_string(p + "rope.scaling.type"));
     if (c.rope_scaling.type == "none") c.rope_scaling.type.clear();
@@ -182,6 +197,7 @@ Result<std::vector<std::pair<std::string, gguf::Value>>> gguf_metadata_for(const
   kv.emplace_back(p + "rope.freq_base", Value::from_f32(c.rope_theta));
   kv.emplace_back(p + "rope.dimension_count",
                   Value::from_u32(static_cast<uint32_t>(static_cast<float>(c.head_dim) * c.partial_rotary_factor + 0.5f)));
+  if (auto sections = gguf_rope_sections(arch, c.rope_sections)) kv.emplace_back(p + "rope.dimension_sections", std::move(*sections));
   if (!c.rope_scaling.type.empty()) {
     kv.emplace_back(p + "rope.scaling.type", Value::from_string(c.rope_scaling.type));
     kv.emplace_back(p + "rope.scaling.factor", Value::from_f32(c.rope_scaling.factor));

@@ -138,6 +138,15 @@ Status read_rope(const Fields& f, ModelConfig& c) {
                rf.u32_or("original_max_position_embeddings", c.rope_scaling.original_max_position));
     SPLASH_TRY(c.rope_theta, rf.f32_or("rope_theta", c.rope_theta));
     SPLASH_TRY(c.partial_rotary_factor, rf.f32_or("partial_rotary_factor", c.partial_rotary_factor));
+    if (const json* m = rf.get("mrope_section")) {
+      if (!m->is_array()) return rf.type_error("mrope_section", "a list of non-negative integers", *m);
+      c.rope_sections.clear();
+      for (const json& e : *m) {
+        if (!e.is_number_unsigned() || e.get<uint64_t>() > UINT32_MAX)
+          return rf.type_error("mrope_section", "a list of non-negative integers", *m);
+        c.rope_sections.push_back(static_cast<uint32_t>(e.get<uint64_t>()));
+      }
+    }
   }
   return {};
 }

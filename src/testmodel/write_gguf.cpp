@@ -3,6 +3,7 @@
 #include <optional>
 #include <vector>
 
+#include "formats/gguf_config.h"
 #include "formats/gguf_writer.h"
 #include "formats/tensor_names.h"
 #include "testmodel/encode.h"
@@ -65,6 +66,7 @@ Status set_metadata(gguf::GgufWriter& w, const TestModelSpec& s, const Tokenizer
   const uint32_t n_rot = s.hybrid() ? static_cast<uint32_t>(static_cast<float>(s.head_dim) * s.partial_rotary_factor)
                                     : s.head_dim;
   SPLASH_TRY_STATUS(w.set_u32(a + ".rope.dimension_count", n_rot - n_rot % 2));
+  if (auto sections = gguf_rope_sections(a, {})) SPLASH_TRY_STATUS(w.set(a + ".rope.dimension_sections", std::move(*sections)));
   if (s.hybrid()) {
     // llama.cpp's keys: state_size = key head dim, group_count = key heads, time_step_rank =
     // value heads, inner_size = value heads x value head dim.
