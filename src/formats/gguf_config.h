@@ -26,8 +26,9 @@ Result<std::vector<std::pair<std::string, gguf::Value>>> gguf_metadata_for(const
 // llama.cpp's converter writes for a config without mrope_section). nullopt for other architectures.
 std::optional<gguf::Value> gguf_rope_sections(const std::string& gguf_arch, const std::vector<uint32_t>& sections);
 
-// "qwen3_moe" -> "qwen3moe" and back; nullopt/err for names outside the supported set.
-Result<std::string> gguf_arch_name(const std::string& architecture);
+// "qwen3_moe" -> "qwen3moe" (a MoE variant's own name when `moe`: "qwen3_5" -> "qwen35moe") and
+// back; an error for names outside the supported set.
+Result<std::string> gguf_arch_name(const std::string& architecture, bool moe);
 Result<std::string> architecture_from_gguf_arch(const std::string& gguf_arch, const std::string& source);
 
 }  // namespace splash

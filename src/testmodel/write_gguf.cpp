@@ -17,12 +17,7 @@ namespace {
 using gguf::Value;
 using gguf::ValueType;
 
-std::string gguf_arch(const TestModelSpec& s) {
-  if (s.arch == "qwen3_next") return "qwen3next";
-  if (s.arch == "qwen3_moe") return "qwen3moe";
-  if (s.arch == "qwen3_5") return s.moe() ? "qwen35moe" : "qwen35";
-  return s.arch;
-}
+std::string gguf_arch(const TestModelSpec& s) { return std::string(gguf_arch_name_of(s.facts(), s.moe())); }
 
 // Values of rows [r, r + n) as the GGUF file stores them (transform and permutations applied).
 void gguf_values(const TensorPlan& t, uint64_t seed, uint64_t r, uint64_t n, std::vector<float>& vals) {
