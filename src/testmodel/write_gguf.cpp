@@ -126,6 +126,38 @@ Result<std::vector<DType>> gguf_tensor_types(const TestModelSpec& spec, const st
   return types;
 }
 
+// llama.cpp's current qwen3next converter splits in_proj_qkvz ([q_g k_g v_g z_g] per key head g)
+// into attn_qkv ([q of every head, k, v], value heads still grouped) and attn_gate (z); in_proj_ba
+// stays as it is (ssm_ba). Each part is the fused tensor's plan with the rows it takes.
+std::vector<TensorPlan> split_fused_qkvz(const TestModelSpec& s, std::vector<TensorPlan> plans) {
+  if (!s.facts().hf_fused_qkvz) return plans;
+  const std::string fused = "linear_attn.in_proj_qkvz.weight";
+  const uint32_t nk = s.linear_n_key_heads, dk = s.linear_key_head_dim;
+  const uint32_t vg = s.linear_n_value_heads / nk * s.linear_value_head_dim, per = 2 * dk + 2 * vg;
+  std::vector<TensorPlan> out;
+  for (TensorPlan& t : plans) {
+    if (!t.hf_name.ends_with(fused)) {
+      out.push_back(std::move(t));
+      continue;
+    }
+    const std::string base = t.hf_name.substr(0, t.hf_name.size() - fused.size()) + "linear_attn.";
+    TensorPlan qkv = t, z = t;
+    qkv.gguf_name = hf_to_gguf_name(base + "in_proj_qkv.weight").value();
+    z.gguf_name = hf_to_gguf_name(base + "in_proj_z.weight").value();
+    auto rows = [&](std::vector<uint32_t>& perm, uint32_t first, uint32_t n) {
+      for (uint32_t g = 0; g < nk; ++g)
+        for (uint32_t e = 0; e < n; ++e) perm.push_back(g * per + first + e);
+    };
+    rows(qkv.gguf_row_perm, 0, dk);
+    rows(qkv.gguf_row_perm, dk, dk);
+    rows(qkv.gguf_row_perm, 2 * dk, vg);
+    rows(z.gguf_row_perm, 2 * dk + vg, vg);
+    out.push_back(std::move(qkv));
+    out.push_back(std::move(z));
+  }
+  return out;
+}
+
 }  // namespace
 
 uint64_t chunk_rows(uint64_t rows, uint64_t cols, uint32_t head_dim, bool whole_heads) {
@@ -138,7 +170,7 @@ Status write_gguf_model(const TestModelSpec& spec, const TokenizerData& tok, uin
                         const std::string& path) {
   gguf::GgufWriter w;
   SPLASH_TRY_STATUS(set_metadata(w, spec, tok));
-  const std::vector<TensorPlan> plans = plan_tensors(spec, n_vocab);
+  const std::vector<TensorPlan> plans = split_fused_qkvz(spec, plan_tensors(spec, n_vocab));
   std::vector<std::string> names;
   for (const TensorPlan& t : plans) {
     const auto name = t.gguf_name.empty() ? hf_to_gguf_name(t.hf_name) : std::optional<std::string>(t.gguf_name);
@@ -154,10 +186,11 @@ Status write_gguf_model(const TestModelSpec& spec, const TokenizerData& tok, uin
     for (auto it = t.shape.rbegin(); it != t.shape.rend(); ++it)
       if (!(t.kind == TensorKind::kConv && *it == 1)) shape.push_back(*it);
     if (t.gguf_flat) shape = {t.n_elems()};
+    if (!t.gguf_row_perm.empty()) shape = {t.cols(), t.gguf_row_perm.size()};  // the rows it takes
     const uint64_t seed = spec.seed;
     const uint32_t head_dim = spec.head_dim;
     auto produce = [t, type, seed, head_dim](gguf::ByteSink& sink) -> Status {
-      const uint64_t rows = t.rows();
+      const uint64_t rows = t.gguf_row_perm.empty() ? t.rows() : t.gguf_row_perm.size();
       const uint64_t cols = t.cols();
       const bool permute = t.rope_heads != 0;
       const uint64_t step = chunk_rows(rows, cols, head_dim, permute);

@@ -41,7 +41,8 @@ const std::vector<std::string> kMoeKeys = {"expert_count", "expert_used_count", 
                                            "expert_shared_feed_forward_length"};
 
 // Per-layer tensors ("blk.<i>." prefixed). Recurrent layers of qwen35 / qwen35moe read the split
-// input projections; qwen3next reads attn_qkv + attn_gate or its legacy ssm_in, with ssm_ba.
+// input projections; qwen3next reads attn_qkv + attn_gate with ssm_ba (what its current converter
+// writes; the legacy ssm_in it also reads is not what Splash writes).
 const std::vector<std::string> kLayerAll = {"attn_norm.weight", "post_attention_norm.weight"};
 const std::vector<std::string> kAttention = {"attn_q.weight", "attn_k.weight", "attn_v.weight",
                                              "attn_output.weight", "attn_q_norm.weight", "attn_k_norm.weight"};
@@ -107,7 +108,6 @@ class LlamaCppGgufTest : public ::testing::Test {
 
     std::set<std::string> want = {"token_embd.weight", "output_norm.weight"};
     if (!spec.tie_embeddings) want.insert("output.weight");
-    const bool legacy_in = !qwen35 && f->find_tensor("blk.0.ssm_in.weight") != nullptr;
     for (uint32_t il = 0; il < spec.n_layer; ++il) {
       const std::string b = "blk." + std::to_string(il) + ".";
       std::vector<std::string> names = kLayerAll;
@@ -118,7 +118,6 @@ class LlamaCppGgufTest : public ::testing::Test {
       } else {
         add(kRecurrent);
         if (qwen35) add(kQwen35Recurrent);
-        else if (legacy_in) add({"ssm_in.weight", "ssm_ba.weight"});
         else add({"attn_qkv.weight", "attn_gate.weight", "ssm_ba.weight"});
       }
       add(moe ? kMoeFfn : kDenseFfn);
