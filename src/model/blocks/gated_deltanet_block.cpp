@@ -6,6 +6,7 @@
 #include "backend/cpu/activation.h"
 #include "backend/cpu/gated_delta.h"
 #include "backend/cpu/norm.h"
+#include "formats/architecture_facts.h"
 #include "model/architecture.h"
 
 namespace splash {
@@ -65,7 +66,7 @@ Result<GatedDeltaNetWeights> load_gated_deltanet(const WeightLoader& loader, int
                                         {d.conv_dim(), d.vd(), d.nv, d.nv}, c.n_embd, {}));
   }
   // llama.cpp's qwen35 converter tiles the value heads (qwen3next keeps the grouping).
-  w.v_heads_tiled = gguf && c.architecture == "qwen3_5" && d.nv > d.nk;
+  w.v_heads_tiled = gguf && architecture_facts(c.architecture).gguf_v_heads_tiled && d.nv > d.nk;
   SPLASH_TRY(w.conv, loader.vector(name("conv1d.weight"), d.conv_dim() * d.kernel));
   SPLASH_TRY(w.dt_bias, loader.vector(name("dt_bias"), d.nv));
   SPLASH_TRY(w.a, loader.vector(name("A_log"), d.nv));  // GGUF: ssm_a, already A = -exp(A_log)
