@@ -99,7 +99,15 @@ std::shared_ptr<MaskCache> ConstraintCompiler::mask_cache() {
 Result<std::shared_ptr<Matcher>> ConstraintCompiler::matcher(const ConstraintSpec& spec) {
   auto g = grammar(spec);
   if (!g) return g.error();
-  return std::make_shared<Matcher>(*g, mask_cache());
+  auto m = std::make_shared<Matcher>(*g, mask_cache());
+  std::lock_guard lock(mu_);
+  m->set_timing(timing_);
+  return m;
+}
+
+void ConstraintCompiler::set_timing(Matcher::Timing t) {
+  std::lock_guard lock(mu_);
+  timing_ = t;
 }
 
 size_t ConstraintCompiler::cached_grammars() const {

@@ -48,6 +48,8 @@ class ConstraintCompiler {
 
   // Compiles (or finds) the grammar; errors name what could not be enforced.
   Result<std::shared_ptr<const Grammar>> grammar(const ConstraintSpec& spec);
+  // Applied to every matcher made from now on (Matcher::Timing).
+  void set_timing(Matcher::Timing t);
   // A fresh matcher at the start of the grammar.
   Result<std::shared_ptr<Matcher>> matcher(const ConstraintSpec& spec);
 
@@ -59,6 +61,7 @@ class ConstraintCompiler {
   std::function<Vocabulary()> make_vocabulary_;
   mutable std::mutex mu_;
   std::shared_ptr<MaskCache> cache_;
+  Matcher::Timing timing_;
   std::list<std::pair<std::string, std::shared_ptr<const Grammar>>> lru_;  // most recent first
   std::unordered_map<std::string, decltype(lru_)::iterator> index_;
 };

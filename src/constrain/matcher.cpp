@@ -19,7 +19,8 @@ Matcher::Matcher(const Matcher& o)
       history_(o.history_),
       ended_(o.ended_),
       memo_(o.memo_),
-      memo_next_(o.memo_next_) {}
+      memo_next_(o.memo_next_),
+      timing_(o.timing_) {}
 
 bool Matcher::is_stop(int32_t token) const {
   const auto& stops = cache_->vocab().stop_tokens();

@@ -222,6 +222,31 @@ test('greedy constrained output is the same with speculative decoding (prompt lo
   }
 });
 
+test('a mask not ready within --mask-timeout fails the request with 503 mask_timeout, not a hang', async () => {
+  // --test-mask-delay makes every mask 2 s late; the bound is 0.2 s. Unconstrained requests are not held up.
+  const slow = await start_server({ binary, model: model_path, args: ['--mask-timeout', '0.2', '--test-mask-delay', '2'] });
+  try {
+    const t0 = Date.now();
+    const r = await post_json(slow, '/v1/chat/completions', {
+      model, messages: kMessages, max_tokens: 20,
+      response_format: { type: 'json_schema', json_schema: { name: 'person', schema: kPerson } },
+    });
+    assert.equal(r.status, 503, r.text);
+    assert.equal(r.body.error.code, 'mask_timeout', r.text);
+    assert.ok(Date.now() - t0 < 1900, `took ${Date.now() - t0} ms: the request waited for the mask`);
+    const plain = await post_json(slow, '/v1/chat/completions', { model, messages: kMessages, max_tokens: 4 });
+    assert.equal(plain.status, 200, plain.text);
+  } finally {
+    await slow.stop();
+  }
+  // The default bound lets the same request through on the main server.
+  const ok = await post_json(server, '/v1/chat/completions', {
+    model, messages: kMessages, max_tokens: 20,
+    response_format: { type: 'json_schema', json_schema: { name: 'person', schema: kPerson } },
+  });
+  assert.equal(ok.status, 200, ok.text);
+});
+
 test('what cannot be enforced is a 400 naming it', async () => {
   const cases = [
     [{ response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'object', patternProperties: { '^a': {} } } } } }, 'patternProperties'],
