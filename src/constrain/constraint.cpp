@@ -31,6 +31,12 @@ Result<Grammar> build(const ConstraintSpec& spec) {
     auto rule = add_tool_calls(tools, spec.tool_format, spec.parallel_calls, b);
     if (!rule) return rule.error();
     body = b.ref(*rule);
+    if (spec.calls_after_text) {
+      // Its own rule, so its states' masks are shared by every request (mask_cache.h).
+      const int32_t text = b.declare_rule("text");
+      b.define_rule(text, b.text_without(kToolCallOpener));
+      body = b.seq({b.ref(text), b.optional(body)});
+    }
   } else {
     auto rule = add_gbnf(spec.text, b);
     if (!rule) return rule.error();
@@ -59,6 +65,7 @@ std::string key_of(const ConstraintSpec& s) {
   k += static_cast<char>('0' + static_cast<int>(s.reasoning));
   k += static_cast<char>('0' + static_cast<int>(s.tool_format));
   k += s.parallel_calls ? 'p' : 's';
+  k += s.calls_after_text ? 'a' : 'f';
   k += s.think_open + '\x1f' + s.think_close + '\x1f' + s.text;
   return k;
 }

@@ -34,6 +34,9 @@ struct ConstraintSpec {
   std::string text;
   ToolCallFormat tool_format = ToolCallFormat::kJson;
   bool parallel_calls = true;
+  // kToolCalls under tool_choice "auto": free text (never the call opener "<tool_call>"), then
+  // optionally the calls. Once the model opens a call, its name and arguments are enforced.
+  bool calls_after_text = false;
   JsonWhitespace whitespace = JsonWhitespace::kCompact;
   Reasoning reasoning = Reasoning::kNone;
   std::string think_open = "<think>", think_close = "</think>";

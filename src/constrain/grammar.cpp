@@ -82,6 +82,12 @@ GrammarBuilder::ExprId GrammarBuilder::until(std::string_view terminator) {
   return add(std::move(e));
 }
 
+GrammarBuilder::ExprId GrammarBuilder::text_without(std::string_view terminator) {
+  const ExprId id = until(terminator);
+  exprs_[id].min = 1;
+  return id;
+}
+
 GrammarBuilder::ExprId GrammarBuilder::ref(int32_t rule) {
   Expr e;
   e.kind = Expr::Kind::kRef;
@@ -182,8 +188,10 @@ Fragment build_fragment(const GrammarBuilder& b, GrammarBuilder::ExprId id, Nfa&
           to[j].add(static_cast<uint8_t>(c));
         }
         for (size_t j = 0; j <= k; ++j) {
-          if (!to[j].empty()) nfa.nodes[node[i]].bytes.push_back({to[j], j == k ? t : node[j]});
+          if (to[j].empty() || (j == k && e.min == 1)) continue;
+          nfa.nodes[node[i]].bytes.push_back({to[j], j == k ? t : node[j]});
         }
+        if (e.min == 1) nfa.nodes[node[i]].eps.push_back(t);  // text_without: may end anywhere
       }
       break;
     }

@@ -132,6 +132,8 @@ class GrammarBuilder {
   static constexpr int32_t kCountFrom = 8;  // repetitions up to this many are unrolled
   // Any bytes up to and including the first `terminator` (non-empty): "<think>" ... "</think>".
   ExprId until(std::string_view terminator);
+  // Any bytes that do not contain `terminator` (non-empty), the empty string included.
+  ExprId text_without(std::string_view terminator);
 
   // Compiles every rule reachable from `root`. Fails on undefined rules, left recursion, a grammar
   // that matches nothing, or one larger than Grammar::kMaxStates.
@@ -144,7 +146,7 @@ class GrammarBuilder {
     std::vector<ExprId> kids;    // kSeq, kAlt, kRepeat (one), kCount (the unrolled fallback)
     int32_t min = 0, max = 0;    // kRepeat, kCount
     int32_t rule = -1;           // kRef, kCount (the item's rule; kCount is always a rule's whole body)
-    std::string text;            // kUntil
+    std::string text;            // kUntil (min 1: text_without, the terminator never read)
   };
   const Expr& expr(ExprId id) const { return exprs_[id]; }
 

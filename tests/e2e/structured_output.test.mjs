@@ -6,6 +6,7 @@
 import assert from 'node:assert/strict';
 
 import { parse_args, require_package, run, test } from './lib/harness.mjs';
+import { kScriptedCall, make_scripted_model } from './lib/scripted_model.mjs';
 import { get_json, make_tiny_model, post_json, splash_binary, start_server, work_dir } from './lib/server.mjs';
 
 const args = parse_args({ splash: '', model: '' });
@@ -219,6 +220,37 @@ test('greedy constrained output is the same with speculative decoding (prompt lo
     assert.equal((await get_json(plain, '/status')).body.metrics.drafted_tokens, 0);
   } finally {
     await plain.stop();
+  }
+});
+
+test('strict tools under tool_choice auto: free text stays free, an opened call follows the schema', async () => {
+  // The scripted model (thinking off) writes "\n\n<tool_call>" and then arguments {"city":"Paris"}.
+  // Its own schema here allows only Oslo or Rome: without enforcement the call would not validate.
+  const scripted = await start_server({ binary, model: make_scripted_model(binary, work_dir('structured-scripted')) });
+  try {
+    const c = new OpenAI({ baseURL: `${scripted.url}/v1`, apiKey: 'unused', maxRetries: 0, timeout: 120000 });
+    const city_schema = { type: 'object', properties: { city: { enum: ['Oslo', 'Rome'] } }, required: ['city'], additionalProperties: false };
+    const validate_city = ajv.compile(city_schema);
+    const body = (strict) => ({
+      model: 'scripted-qwen3', messages: [{ role: 'user', content: 'Weather in Paris?' }], max_tokens: 200, temperature: 0,
+      reasoning_effort: 'none', parallel_tool_calls: false,
+      tools: [{ type: 'function', function: { name: 'get_weather', parameters: city_schema, strict } }],
+    });
+    const loose = await c.chat.completions.create(body(false));
+    assert.equal(loose.choices[0].message.tool_calls[0].function.arguments, kScriptedCall.arguments);
+    assert.equal(validate_city(JSON.parse(kScriptedCall.arguments)), false);
+    const strict = await c.chat.completions.create(body(true));
+    const choice = strict.choices[0];
+    assert.equal(choice.finish_reason, 'tool_calls', JSON.stringify(choice));
+    assert.equal(choice.message.tool_calls.length, 1);
+    assert.equal(choice.message.tool_calls[0].function.name, 'get_weather');
+    check_document(choice.message.tool_calls[0].function.arguments, validate_city);
+    // Thinking on, the model answers in text: no call opened, so nothing is enforced and it ends as written.
+    const text = await c.chat.completions.create({ ...body(true), reasoning_effort: undefined });
+    assert.equal(text.choices[0].finish_reason, 'stop', JSON.stringify(text.choices[0]));
+    assert.equal(text.choices[0].message.content, 'The weather is sunny.');
+  } finally {
+    await scripted.stop();
   }
 });
 
