@@ -1,5 +1,7 @@
 #include "constrain/constraint.h"
 
+#include <thread>
+
 #include "constrain/gbnf.h"
 #include "constrain/regex.h"
 
@@ -97,9 +99,47 @@ Result<std::shared_ptr<const Grammar>> ConstraintCompiler::grammar(const Constra
   return g;
 }
 
+ConstraintCompiler::~ConstraintCompiler() {
+  if (warm_.joinable()) warm_.join();
+}
+
+void warm_shared_json_states(MaskCache& cache) {
+  // Any value (string, number, literals, object, array) and a length-bounded string.
+  const auto schema = nlohmann::ordered_json::parse(
+      R"({"type":"array","items":{"anyOf":[true,{"type":"string","maxLength":64}]}})");
+  auto g = compile_json_schema(schema);
+  SPLASH_CHECK(g.ok());
+  const Grammar& grammar = **g;
+  const Pda pda(grammar);
+  for (int32_t s = 0; s < static_cast<int32_t>(grammar.states.size()); ++s) {
+    if (grammar.has_edges(s)) cache.get(pda, s);
+  }
+  for (const Grammar::Counter& k : grammar.counters) {
+    // Every state of the character rule (a token may stop inside a character).
+    std::vector<int32_t> stack{grammar.rules[k.item].start};
+    std::vector<char> seen(grammar.states.size(), 0);
+    seen[stack[0]] = 1;
+    while (!stack.empty()) {
+      const int32_t s = stack.back();
+      stack.pop_back();
+      if (grammar.has_edges(s)) cache.get_counted(pda, s, k, 1);
+      const Grammar::State& st = grammar.states[s];
+      for (uint32_t i = st.edges_begin; i < st.edges_end; ++i) {
+        if (!seen[grammar.edges[i].to]) {
+          seen[grammar.edges[i].to] = 1;
+          stack.push_back(grammar.edges[i].to);
+        }
+      }
+    }
+  }
+}
+
 std::shared_ptr<MaskCache> ConstraintCompiler::mask_cache() {
   std::lock_guard lock(mu_);
-  if (!cache_) cache_ = std::make_shared<MaskCache>(std::make_shared<const Vocabulary>(make_vocabulary_()));
+  if (!cache_) {
+    cache_ = std::make_shared<MaskCache>(std::make_shared<const Vocabulary>(make_vocabulary_()));
+    warm_ = std::thread([cache = cache_] { warm_shared_json_states(*cache); });
+  }
   return cache_;
 }
 

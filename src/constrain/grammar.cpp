@@ -510,7 +510,7 @@ Result<Grammar> GrammarBuilder::build(int32_t root) const {
     while (!stack.empty()) {
       const auto& st = g.states[stack.back()];
       stack.pop_back();
-      if (st.accepting) reaches_end = true;
+      if (st.accepting && (st.counter < 0 || g.counters[st.counter].lo == 0)) reaches_end = true;
       for (uint32_t i = st.calls_begin; i < st.calls_end; ++i) {
         const auto& c = g.calls[i];
         on_call(c);
