@@ -111,7 +111,7 @@ int run_run(const RunArgs& a) {
                  static_cast<double>(stats->n_decode_tokens) / stats->n_decode_steps);
   if (!a.seed && !opt.sampling.is_greedy())
     std::fprintf(stderr, "seed %llu\n", static_cast<unsigned long long>(stats->seed));
-  if (stats->stop == StopReason::kContext)
+  if (stats->finish == FinishReason::kContext)
     std::fprintf(stderr, "stopped at the model's context limit (%lld tokens)\n",
                  static_cast<long long>(model->max_context()));
   return 0;

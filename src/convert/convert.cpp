@@ -12,6 +12,7 @@
 #include "convert/safetensors_layout.h"
 #include "core/half.h"
 #include "core/sizes.h"
+#include "formats/architecture_facts.h"
 #include "formats/gguf_config.h"
 #include "formats/gguf_writer.h"
 #include "formats/norm_gains.h"
@@ -55,9 +56,10 @@ bool is_router(const std::string& name) {
 }
 
 // The GGUF type of one tensor: matrices get the requested type when their rows are whole blocks of
-// it, else Q8_0, else F16; vectors (norms, biases) and routers stay F32.
+// it, else Q8_0, else F16; vectors (norms, biases), routers and the Gated DeltaNet conv1d stay F32
+// (llama.cpp's ssm_conv reads F32 kernels only, and its converter keeps ssm_conv1d F32).
 DType gguf_tensor_type(const ModelTensor& t, DType wanted) {
-  if (t.shape.size() < 2 || is_router(t.name)) return DType::kF32;
+  if (t.shape.size() < 2 || is_router(t.name) || ends_with(t.name, "linear_attn.conv1d.weight")) return DType::kF32;
   const uint64_t row = t.shape.back();
   if (row % dtype_traits(wanted).block_elems == 0) return wanted;
   if (wanted == DType::kF32 || wanted == DType::kF16 || wanted == DType::kBF16) return wanted;
@@ -95,13 +97,14 @@ void tile_value_heads(std::vector<float>& v, uint64_t row_len, uint64_t first, c
 Result<std::vector<float>> values_for_gguf(const ModelFiles& in, const ModelTensor& t) {
   SPLASH_TRY(std::vector<float> v, in.read_f32(t));
   const ModelConfig& c = in.config();
-  if ((c.architecture == "qwen3_next" || c.architecture == "qwen3_5") && in.format() != ModelFormat::kGguf) {
+  const ArchitectureFacts& arch = architecture_facts(c.architecture);
+  if (arch.hybrid && in.format() != ModelFormat::kGguf) {
     const std::string& n = t.name;
     if (is_zero_centred_norm_name(n) && !in.zero_centred_gains_shifted())
       for (float& x : v) x += 1.0f;
     if (ends_with(n, "linear_attn.A_log"))
       for (float& x : v) x = -std::exp(x);
-    if (c.architecture == "qwen3_5" && c.linear_n_value_heads > c.linear_n_key_heads &&
+    if (arch.gguf_v_heads_tiled && c.linear_n_value_heads > c.linear_n_key_heads &&
         n.find("linear_attn.") != std::string::npos) {
       const uint64_t kd2 = 2ull * c.linear_n_key_heads * c.linear_key_head_dim, dv = c.linear_value_head_dim;
       const uint64_t row_len = t.shape.size() > 1 ? t.n_elems() / t.shape[0] : 1;
@@ -114,7 +117,7 @@ Result<std::vector<float>> values_for_gguf(const ModelFiles& in, const ModelTens
     }
     return v;
   }
-  if (c.architecture == "llama" && is_qk_projection(t.name)) {
+  if (arch.gguf_qk_rope_interleaved && is_qk_projection(t.name)) {
     const bool is_q = t.name.find("q_proj") != std::string::npos;
     const int heads = static_cast<int>(is_q ? c.n_head : c.n_head_kv);
     const uint64_t rows = t.shape.front();
@@ -122,6 +125,28 @@ Result<std::vector<float>> values_for_gguf(const ModelFiles& in, const ModelTens
     permute_rope_rows(v.data(), row_len * sizeof(float), heads, static_cast<int>(rows / heads), true);
   }
   return v;
+}
+
+// Qwen3-Next's in_proj_qkvz ([q_g k_g v_g z_g] per key head g) as llama.cpp's converter splits it:
+// [q of every head, k, v] (attn_qkv) or z (attn_gate), value heads grouped as before. `row_len`
+// values per row.
+std::vector<float> split_qkvz(const std::vector<float>& v, const ModelConfig& c, uint64_t row_len, bool z) {
+  const uint64_t nk = c.linear_n_key_heads, dk = c.linear_key_head_dim;
+  const uint64_t vg = uint64_t{c.linear_n_value_heads} / nk * c.linear_value_head_dim;  // v (or z) rows per key head
+  const uint64_t per = 2 * dk + 2 * vg;
+  std::vector<float> out;
+  auto take = [&](uint64_t g, uint64_t first, uint64_t n) {
+    const float* p = v.data() + (g * per + first) * row_len;
+    out.insert(out.end(), p, p + n * row_len);
+  };
+  if (z) {
+    for (uint64_t g = 0; g < nk; ++g) take(g, 2 * dk + vg, vg);
+    return out;
+  }
+  for (uint64_t g = 0; g < nk; ++g) take(g, 0, dk);
+  for (uint64_t g = 0; g < nk; ++g) take(g, dk, dk);
+  for (uint64_t g = 0; g < nk; ++g) take(g, 2 * dk, vg);
+  return out;
 }
 
 // A Hugging Face per-expert tensor "model.layers.<L>.mlp.experts.<e>.<proj>.weight": the name of
@@ -167,7 +192,7 @@ Result<ConvertReport> convert_to_gguf(const ModelFiles& in, const Tokenizer* tok
     }
   }
   std::map<std::string, bool> stacked_done;
-  const bool hybrid = in.config().architecture == "qwen3_next" || in.config().architecture == "qwen3_5";
+  const bool hybrid = architecture_facts(in.config().architecture).hybrid;
   bool dropped_mtp = false;
   for (const ModelTensor& t : in.tensors()) {
     if (hybrid && t.name.starts_with("mtp.")) {  // not written (llama.cpp's qwen3next converter drops it too)
@@ -209,6 +234,42 @@ Result<ConvertReport> convert_to_gguf(const ModelFiles& in, const Tokenizer* tok
         }
         return {};
       }));
+      continue;
+    }
+    if (architecture_facts(in.config().architecture).hf_fused_qkvz && ends_with(t.name, "linear_attn.in_proj_qkvz.weight")) {
+      // llama.cpp's current qwen3next converter: attn_qkv + attn_gate (ssm_ba stays as it is).
+      const ModelConfig& c = in.config();
+      const std::string base = t.name.substr(0, t.name.size() - std::string_view("in_proj_qkvz.weight").size());
+      const uint64_t cols = t.shape.back();
+      const uint64_t z_rows = uint64_t{c.linear_n_value_heads} * c.linear_value_head_dim;
+      const uint64_t qkv_rows = 2ull * c.linear_n_key_heads * c.linear_key_head_dim + z_rows;
+      if (t.shape.size() != 2 || t.shape[0] != qkv_rows + z_rows)
+        return make_error(in.path(), ": ", t.name, " is not [", qkv_rows + z_rows, ", n_embd]");
+      const DType type = gguf_tensor_type(t, o.gguf_type);
+      if (type != o.gguf_type) fallbacks[std::string(dtype_name(type))]++;
+      report.n_tensors += 2;
+      report.bytes_in += t.n_bytes();
+      for (const bool z : {false, true}) {
+        const uint64_t rows = z ? z_rows : qkv_rows;
+        auto n_bytes = dtype_bytes(type, rows * cols);
+        if (!n_bytes) return make_error("tensor ", t.name, ": values are not whole ", dtype_name(type), " blocks");
+        report.bytes_out += *n_bytes;
+        const std::string gname = *hf_to_gguf_name(base + (z ? "in_proj_z.weight" : "in_proj_qkv.weight"));
+        const ModelTensor* tp = &t;
+        SPLASH_TRY_STATUS(w.add_tensor_producer(gname, type, {cols, rows}, [&in, tp, type, z, cols, &o, done, total](gguf::ByteSink& sink) -> Status {
+          SPLASH_TRY(std::vector<float> all, values_for_gguf(in, *tp));
+          const std::vector<float> v = split_qkvz(all, in.config(), cols, z);
+          std::vector<uint8_t> bytes;
+          if (is_float_type(type)) {
+            bytes = encode_floats(v, type);
+          } else {
+            SPLASH_TRY_STATUS(quant::quantize_tensor(type, v, static_cast<int64_t>(cols), bytes));
+          }
+          if (z) ++*done;
+          note(o, str_cat("[", *done, "/", total, "] ", tp->name, z ? " (z)" : " (qkv)", " -> ", dtype_name(type)));
+          return sink.write(bytes);
+        }));
+      }
       continue;
     }
     auto gname = hf_to_gguf_name(t.name);

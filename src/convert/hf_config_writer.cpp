@@ -1,20 +1,21 @@
 #include "convert/hf_config_writer.h"
 
+#include "formats/architecture_facts.h"
+
 namespace splash {
 
 Result<nlohmann::json> hf_config_json(const ModelConfig& c) {
-  const char* arch = nullptr;
-  if (c.architecture == "llama") arch = "LlamaForCausalLM";
-  else if (c.architecture == "qwen2") arch = "Qwen2ForCausalLM";
-  else if (c.architecture == "qwen3") arch = "Qwen3ForCausalLM";
-  else if (c.architecture == "qwen3_moe") arch = "Qwen3MoeForCausalLM";
-  else if (c.architecture == "qwen3_next") arch = "Qwen3NextForCausalLM";
-  else if (c.architecture == "qwen3_5") arch = "Qwen3_5ForCausalLM";  // the text model; wrapped below
-  else return make_error("cannot write config.json for architecture '", c.architecture,
-                         "' yet (supported: llama, qwen2, qwen3, qwen3_moe, qwen3_next, qwen3_5)");
+  const ArchitectureFacts& arch = architecture_facts(c.architecture);
+  const bool moe = c.n_expert > 0;
+  if (arch.hf_classes.empty()) {
+    std::string known;
+    for (const ArchitectureFacts& a : all_architecture_facts())
+      if (!a.hf_classes.empty()) known += str_cat(known.empty() ? "" : ", ", a.name);
+    return make_error("cannot write config.json for architecture '", c.architecture, "' yet (supported: ", known, ")");
+  }
   nlohmann::json j;
-  j["architectures"] = {arch};
-  j["model_type"] = c.architecture;
+  j["architectures"] = {std::string(hf_class_of(arch, moe))};  // the text model's; wrapped below
+  j["model_type"] = std::string(moe && !arch.hf_moe_model_type.empty() ? arch.hf_moe_model_type : arch.hf_model_type);
   j["vocab_size"] = c.n_vocab;
   j["hidden_size"] = c.n_embd;
   j["intermediate_size"] = c.n_ff;
@@ -27,7 +28,7 @@ Result<nlohmann::json> hf_config_json(const ModelConfig& c) {
   j["rope_theta"] = c.rope_theta;
   j["tie_word_embeddings"] = c.tie_embeddings;
   j["hidden_act"] = "silu";
-  if (c.architecture == "llama") {
+  if (arch.hf_bias_keys) {
     j["attention_bias"] = c.attention_bias;
     j["mlp_bias"] = false;
   }
@@ -65,7 +66,7 @@ Result<nlohmann::json> hf_config_json(const ModelConfig& c) {
     j["partial_rotary_factor"] = c.partial_rotary_factor;
     j["attn_output_gate"] = c.attn_output_gate;
     j["attention_bias"] = false;
-    if (c.n_expert == 0 && c.architecture == "qwen3_next") {  // mlx-lm's ModelArgs requires these
+    if (c.n_expert == 0 && arch.hf_moe_keys_always) {  // mlx-lm's ModelArgs requires these
       j["num_experts"] = 0;
       j["num_experts_per_tok"] = 0;
       j["decoder_sparse_step"] = 1;
@@ -88,16 +89,14 @@ Result<nlohmann::json> hf_config_json(const ModelConfig& c) {
   if (c.eos_token_ids.size() == 1) j["eos_token_id"] = c.eos_token_ids[0];
   else if (!c.eos_token_ids.empty()) j["eos_token_id"] = c.eos_token_ids;
   j["torch_dtype"] = "float32";
-  if (c.architecture == "qwen3_5") {
-    // Qwen3.5 ships as a multimodal class whose config nests the text model's under text_config
+  if (!arch.hf_wrapper_class.empty()) {
+    // Shipped as a multimodal class whose config nests the text model's under text_config
     // (transformers' and mlx-lm's folders both carry it so); the text weights sit under
     // model.language_model.* / language_model.model.* accordingly (convert/safetensors_layout.cpp).
-    const bool moe = c.n_expert > 0;
-    j["model_type"] = moe ? "qwen3_5_moe_text" : "qwen3_5_text";
     j.erase("architectures");
     nlohmann::json top;
-    top["architectures"] = {moe ? "Qwen3_5MoeForConditionalGeneration" : "Qwen3_5ForConditionalGeneration"};
-    top["model_type"] = moe ? "qwen3_5_moe" : "qwen3_5";
+    top["architectures"] = {std::string(moe ? arch.hf_moe_wrapper_class : arch.hf_wrapper_class)};
+    top["model_type"] = std::string(moe ? arch.hf_moe_wrapper_model_type : arch.hf_wrapper_model_type);
     top["tie_word_embeddings"] = c.tie_embeddings;
     for (const char* k : {"bos_token_id", "eos_token_id"})
       if (j.contains(k)) top[k] = j[k];

@@ -4,13 +4,14 @@
 #include <memory>
 #include <string_view>
 
+#include "formats/architecture_facts.h"
 #include "formats/norm_gains.h"
 
 namespace splash {
 
 namespace {
 
-bool is_hybrid(const ModelConfig& c) { return c.architecture == "qwen3_next" || c.architecture == "qwen3_5"; }
+bool is_hybrid(const ModelConfig& c) { return architecture_facts(c.architecture).hybrid; }
 
 bool is_router(std::string_view n) { return n.ends_with(".mlp.gate.weight") || n.ends_with(".mlp.shared_expert_gate.weight"); }
 
@@ -80,7 +81,9 @@ Result<std::vector<LayoutTensor>> safetensors_layout(const ModelFiles& in, bool 
   if (in.format() == ModelFormat::kGguf)
     return make_error(in.path(), ": converting a GGUF ", c.architecture,
                       " model to safetensors is not supported (convert the Hugging Face or MLX folder instead)");
-  const bool next = c.architecture == "qwen3_next";
+  const ArchitectureFacts& arch = architecture_facts(c.architecture);
+  // transformers: Qwen3-Next keeps one tensor per expert, Qwen3.5-MoE fuses gate and up.
+  const bool per_expert_out = arch.hf_per_expert_tensors;
   // Both layouts' gain convention comes from the one rule the loader uses.
   const bool out_shifted = zero_centred_gains_stored_shifted(
       c.architecture, mlx ? NormGainLayout{.conv_axis_moved = true} : NormGainLayout{.conv_axis_raw = true});
@@ -88,7 +91,7 @@ Result<std::vector<LayoutTensor>> safetensors_layout(const ModelFiles& in, bool 
   // Qwen3.5's text model inside the multimodal class: transformers model.language_model.* (lm_head
   // at the top), mlx-lm language_model.model.* / language_model.lm_head.
   auto out_name = [&](const std::string& n) {
-    if (next) return n;
+    if (arch.hf_wrapper_class.empty()) return n;
     if (mlx && (n.starts_with("model.") || n.starts_with("lm_head."))) return "language_model." + n;
     if (!mlx && n.starts_with("model.")) return "model.language_model." + n.substr(6);
     return n;
@@ -117,7 +120,7 @@ Result<std::vector<LayoutTensor>> safetensors_layout(const ModelFiles& in, bool 
         if (parts[e] == nullptr || parts[e]->shape != t.shape || t.shape.size() != 2)
           return make_error(in.path(), ": expert ", e, " of ", pe->mlp, "experts.*.", pe->proj, " is missing or has another shape");
       const uint64_t rows = t.shape[0], cols = t.shape[1];
-      if (!mlx && next) {  // transformers' Qwen3-Next layout already
+      if (!mlx && per_expert_out) {  // transformers' Qwen3-Next layout already
         for (const ModelTensor* p : parts) out.push_back({out_name(p->name), p->shape, {p}, read(in, p), std::nullopt});
         continue;
       }
@@ -171,7 +174,7 @@ Result<std::vector<LayoutTensor>> safetensors_layout(const ModelFiles& in, bool 
       }
       // switch_mlp -> transformers: Qwen3-Next one tensor per expert, Qwen3.5-MoE fused.
       const std::string proj = n.substr(sw + 16, n.size() - sw - 16 - 7);
-      if (next) {
+      if (per_expert_out) {
         // The experts are written one after another: the stacked tensor is read once, for the
         // first, and dropped after the last.
         auto all = std::make_shared<std::vector<float>>();

@@ -1,5 +1,5 @@
-// Engine: the public API, the engine thread's outer loop, bookkeeping and status. One tick's work
-// (cancels, admission, KV pages, the batch) is in scheduler_tick.cpp.
+// Engine: the public API, the engine thread's outer loop, bookkeeping and status. One step's work is
+// in schedule.cpp (cancels, admission, KV pages, the batch) and step_run.cpp (forward, results).
 #include "engine/scheduler.h"
 
 #include <algorithm>
@@ -10,18 +10,6 @@
 #include "engine/scheduler_impl.h"
 
 namespace splash {
-
-const char* finish_reason_name(FinishReason r) {
-  switch (r) {
-    case FinishReason::kStop: return "stop";
-    case FinishReason::kLength: return "length";
-    case FinishReason::kContext: return "context";
-    case FinishReason::kCancelled: return "cancelled";
-    case FinishReason::kTimeout: return "timeout";
-    case FinishReason::kError: return "error";
-  }
-  return "?";
-}
 
 SubmitError submit_error_kind(std::string_view message) {
   if (message.starts_with("queue full")) return SubmitError::kQueueFull;
@@ -46,6 +34,23 @@ Engine::~Engine() {
 
 Result<std::unique_ptr<Engine>> Engine::create(const Model& model, const Tokenizer& tokenizer,
                                                const EngineOptions& options) {
+  SPLASH_TRY(std::unique_ptr<EngineImpl> impl, EngineImpl::create(model, tokenizer, options));
+  impl->start();
+  return std::unique_ptr<Engine>(new Engine(std::move(impl)));
+}
+
+Result<uint64_t> Engine::submit(EngineRequest request, EngineCallback callback) {
+  return impl_->submit(std::move(request), std::move(callback));
+}
+void Engine::cancel(uint64_t id) { impl_->cancel(id); }
+EngineStatus Engine::status() const { return impl_->status(); }
+void Engine::shutdown(bool to_disk) { impl_->shutdown(to_disk); }
+Status Engine::attach_drafter(std::unique_ptr<DrafterSource> source) { return impl_->attach_drafter(std::move(source)); }
+
+// --- EngineImpl: API side ----------------------------------------------------------------------------
+
+Result<std::unique_ptr<EngineImpl>> EngineImpl::create(const Model& model, const Tokenizer& tokenizer,
+                                                       const EngineOptions& options) {
   if (options.lanes < 1 || options.lanes > kMaxLanes)
     return make_error("engine: lanes = ", options.lanes, " is outside [1, ", kMaxLanes, "]");
   if (options.queue_size < 1) return make_error("engine: queue_size = ", options.queue_size, " must be >= 1");
@@ -69,20 +74,8 @@ Result<std::unique_ptr<Engine>> Engine::create(const Model& model, const Tokeniz
   }
   auto kv = KvPagePool::create(model.kv_cache_config(options.kv_format, n_pages));
   if (!kv.ok()) return make_error("engine: KV pool of ", n_pages, " pages: ", kv.error_message());
-  auto impl = std::make_unique<EngineImpl>(model, tokenizer, options, std::move(*kv), chunk);
-  impl->start();
-  return std::unique_ptr<Engine>(new Engine(std::move(impl)));
+  return std::make_unique<EngineImpl>(model, tokenizer, options, std::move(*kv), chunk);
 }
-
-Result<uint64_t> Engine::submit(EngineRequest request, EngineCallback callback) {
-  return impl_->submit(std::move(request), std::move(callback));
-}
-void Engine::cancel(uint64_t id) { impl_->cancel(id); }
-EngineStatus Engine::status() const { return impl_->status(); }
-void Engine::shutdown(bool to_disk) { impl_->shutdown(to_disk); }
-Status Engine::attach_drafter(std::unique_ptr<DrafterSource> source) { return impl_->attach_drafter(std::move(source)); }
-
-// --- EngineImpl: API side ----------------------------------------------------------------------------
 
 EngineImpl::EngineImpl(const Model& model, const Tokenizer& tokenizer, const EngineOptions& options, KvPagePool kv,
                        int64_t chunk_tokens)
@@ -110,7 +103,7 @@ EngineImpl::EngineImpl(const Model& model, const Tokenizer& tokenizer, const Eng
     metrics_.draft_method = std::string(drafter_->method());
     method_metrics(metrics_.draft_method);
   }
-  status_.metrics = metrics_;  // the drafter's method shows before the first tick
+  status_.metrics = metrics_;  // the drafter's method shows before the first step
   if (options_.prefix_cache) {
     PrefixCacheOptions co;
     // The same description the disk tier was opened with (serve): one function, so a change to it
@@ -207,12 +200,20 @@ void EngineImpl::shutdown(bool to_disk) {
 
 // --- EngineImpl: engine thread -----------------------------------------------------------------------
 
-void EngineImpl::run() {
+void EngineImpl::take_incoming() {
+  std::lock_guard lk(mu_);
+  while (!incoming_.empty()) {
+    queue_.push_back(std::move(incoming_.front()));
+    incoming_.pop_front();
+  }
+}
+
+void EngineImpl::thread_main() {
   for (;;) {
     std::vector<uint64_t> cancels;
     {
       std::unique_lock lk(mu_);
-      // Lanes or queued requests are work, unless the last tick could only wait for an SSD read:
+      // Lanes or queued requests are work, unless the last step could only wait for an SSD read:
       // then it looks again every 2 ms (the read's batch takes longer than that).
       auto work = [&] {
         return stop_ || !incoming_.empty() || !cancels_.empty() || incoming_drafter_ ||
@@ -231,7 +232,7 @@ void EngineImpl::run() {
       if (incoming_drafter_) pending_drafter_ = std::move(incoming_drafter_);
     }
     if (pending_drafter_ && try_swap_drafter()) publish_and_deliver();
-    tick(std::move(cancels));
+    step(std::move(cancels));
     // Restore points due for write-behind: a bounded batch into the disk tier's queue (its writer
     // thread does the I/O).
     if (cache_) write_behind_at_ = cache_->write_behind(EngineClock::now());

@@ -6,9 +6,10 @@
 //   auto id = engine->submit(std::move(req), [](const EngineEvent& e) { ... });   // never blocks
 //   engine->cancel(*id);                                                           // client went away
 //
-// Scheduling (one engine thread): each tick builds ONE forward batch from every decoding lane's next
-// token plus at most one prefill chunk (chunk_tokens) of the oldest prefilling lane, so decoding
-// lanes keep streaming while a long prompt is prefilled. Requests beyond `lanes` wait in a FIFO;
+// Scheduling (one engine thread): each step (schedule -> run -> postprocess, scheduler_impl.h) builds
+// ONE forward batch from every decoding lane's next token plus at most one prefill chunk
+// (chunk_tokens) of the oldest prefilling lane, so decoding lanes keep streaming while a long prompt
+// is prefilled. Requests beyond `lanes` wait in a FIFO;
 // submit() refuses once `queue_size` requests (running + waiting) are admitted. KV pages come from
 // one pool shared by the lanes and are taken as the sequences grow; when the pool runs dry the
 // youngest lane gives its pages back and later recomputes them (same tokens, nothing is lost), and a
@@ -33,6 +34,7 @@
 #include "backend/cpu/attention_kv.h"
 #include "cache/prefix_cache.h"
 #include "constrain/matcher.h"
+#include "core/finish_reason.h"
 #include "core/result.h"
 #include "engine/engine_metrics.h"
 #include "model/model.h"
@@ -72,16 +74,6 @@ struct EngineRequest {
   std::shared_ptr<constrain::Matcher> constraint;
 };
 
-enum class FinishReason : uint8_t {
-  kStop,       // end-of-generation token or stop string
-  kLength,     // max_tokens reached
-  kContext,    // the sequence reached the model's context limit
-  kCancelled,  // cancel() or shutdown()
-  kTimeout,    // the request's deadline passed
-  kError,      // forward or sampling failure, or KV capacity; EngineEvent::error says which
-};
-const char* finish_reason_name(FinishReason r);  // "stop", "length", "context", "cancelled", "timeout", "error"
-
 struct EngineEvent {
   enum Kind : uint8_t { kProgress, kText, kDone } kind = kText;
   // kProgress (spec 2.6 prompt_progress): prompt tokens, initially cached (reused from the prefix
@@ -119,7 +111,7 @@ struct EngineOptions {
   int threads = 0;             // compute threads; 0 = default_thread_count()
   int64_t chunk_tokens = 0;    // prefill chunk; 0 = the model's (ModelOptions::chunk_tokens)
   // Put the prefill chunk into the same forward as the decode rows (true), or run prefill chunks
-  // and decode batches in alternate ticks (false). Measured in docs/SERVER.md; mixing is the default.
+  // and decode batches in alternate steps (false). Measured in docs/SERVER.md; mixing is the default.
   bool mix_prefill = true;
   // --decode-share (spec 5.2): when a prompt's prefill competes with decoding lanes, each pass that
   // carried a prefill chunk is followed by decode-only passes until they have taken decode_share
@@ -143,6 +135,10 @@ struct EngineOptions {
   // without a drafter leaves room for Engine::attach_drafter().
   const DrafterSource* drafter = nullptr;
   int spec_block = 8;
+  // Whether a lane's draft budget also weighs each step's wall time (spec/draft_budget.h: drafting
+  // slower than plain decoding pauses). false = acceptance alone decides, a schedule that does not
+  // depend on the machine's speed (tests that count steps; acceptance measurements).
+  bool spec_time_rule = true;
 };
 
 struct EngineStatus {

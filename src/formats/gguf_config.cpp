@@ -1,29 +1,18 @@
 #include "formats/gguf_config.h"
 
-#include <array>
+#include "formats/architecture_facts.h"
 
 namespace splash {
 
 namespace {
 
-struct ArchName {
-  const char* ours;
-  const char* gguf;
-};
-// Several GGUF names may map to one of ours (reading); the first is the one written.
-constexpr std::array<ArchName, 7> kArchNames = {{
-    {"llama", "llama"},
-    {"qwen2", "qwen2"},
-    {"qwen3", "qwen3"},
-    {"qwen3_moe", "qwen3moe"},
-    {"qwen3_next", "qwen3next"},
-    {"qwen3_5", "qwen35"},
-    {"qwen3_5", "qwen35moe"},  // Qwen3.5-MoE: llama.cpp's separate name for the MoE variant
-}};
-
 std::string supported_list() {
   std::string s;
-  for (const auto& a : kArchNames) s += std::string(s.empty() ? "" : ", ") + a.gguf;
+  for (const ArchitectureFacts& a : all_architecture_facts()) {
+    if (a.gguf_name.empty()) continue;
+    s += str_cat(s.empty() ? "" : ", ", a.gguf_name);
+    if (!a.gguf_moe_name.empty()) s += str_cat(", ", a.gguf_moe_name);
+  }
   return s;
 }
 
@@ -41,15 +30,23 @@ Status opt_f32(const gguf::GgufFile& f, const std::string& key, float& out) {
 
 }  // namespace
 
-Result<std::string> gguf_arch_name(const std::string& architecture) {
-  for (const auto& a : kArchNames)
-    if (architecture == a.ours) return std::string(a.gguf);
+std::optional<gguf::Value> gguf_rope_sections(const std::string& gguf_arch, const std::vector<uint32_t>& sections) {
+  const ArchitectureFacts* a = architecture_facts_for_gguf(gguf_arch);
+  if (a == nullptr || !a->gguf_rope_sections) return std::nullopt;
+  std::vector<int64_t> v(sections.begin(), sections.end());
+  if (v.empty()) v = {11, 11, 10};
+  v.resize(4, 0);
+  return gguf::Value::array_of_ints(gguf::ValueType::kI32, std::move(v));
+}
+
+Result<std::string> gguf_arch_name(const std::string& architecture, bool moe) {
+  const ArchitectureFacts& a = architecture_facts(architecture);
+  if (!a.gguf_name.empty()) return std::string(gguf_arch_name_of(a, moe));
   return make_error("architecture '", architecture, "' has no GGUF name (supported: ", supported_list(), ")");
 }
 
 Result<std::string> architecture_from_gguf_arch(const std::string& gguf_arch, const std::string& source) {
-  for (const auto& a : kArchNames)
-    if (gguf_arch == a.gguf) return std::string(a.ours);
+  if (const ArchitectureFacts* a = architecture_facts_for_gguf(gguf_arch)) return std::string(a->name);
   return make_error(source, ": general.architecture '", gguf_arch, "' is not supported (supported: ",
                     supported_list(), ")");
 }
@@ -81,6 +78,13 @@ Result<ModelConfig> model_config_from_gguf(const gguf::GgufFile& f) {
   if (c.head_dim == 0 || rope_dims > c.head_dim)
     return make_error(f.source(), ": ", p, "rope.dimension_count (", rope_dims, ") exceeds the head size (", c.head_dim, ")");
   c.partial_rotary_factor = static_cast<float>(rope_dims) / static_cast<float>(c.head_dim);
+  if (f.has(p + "rope.dimension_sections")) {
+    SPLASH_TRY(auto sections, f.get_i32_array(p + "rope.dimension_sections"));
+    for (int32_t s : sections) {
+      if (s < 0) return make_error(f.source(), ": ", p, "rope.dimension_sections has a negative entry (", s, ")");
+      c.rope_sections.push_back(static_cast<uint32_t>(s));
+    }
+  }
   if (f.has(p + "rope.scaling.type")) {
     SPLASH_TRY(c.rope_scaling.type, f.get_string(p + "rope.scaling.type"));
     if (c.rope_scaling.type == "none") c.rope_scaling.type.clear();
@@ -111,7 +115,7 @@ Result<ModelConfig> model_config_from_gguf(const gguf::GgufFile& f) {
     }
     if (any_dense) c.moe_layer = std::move(moe);
   }
-  if (ours == "qwen3_next" || ours == "qwen3_5") {
+  if (architecture_facts(ours).hybrid) {
     // Hybrid Gated DeltaNet: llama.cpp's ssm.* keys (state_size = key head dim, group_count = key
     // heads, time_step_rank = value heads, inner_size = value heads x value head dim).
     uint32_t interval = 4, inner = 0;
@@ -163,8 +167,7 @@ Result<ModelConfig> model_config_from_gguf(const gguf::GgufFile& f) {
 }
 
 Result<std::vector<std::pair<std::string, gguf::Value>>> gguf_metadata_for(const ModelConfig& c) {
-  SPLASH_TRY(std::string arch, gguf_arch_name(c.architecture));
-  if (arch == "qwen35" && c.n_expert > 0) arch = "qwen35moe";
+  SPLASH_TRY(const std::string arch, gguf_arch_name(c.architecture, c.n_expert > 0));
   using gguf::Value;
   std::vector<std::pair<std::string, Value>> kv;
   const std::string p = arch + ".";
@@ -182,6 +185,7 @@ Result<std::vector<std::pair<std::string, gguf::Value>>> gguf_metadata_for(const
   kv.emplace_back(p + "rope.freq_base", Value::from_f32(c.rope_theta));
   kv.emplace_back(p + "rope.dimension_count",
                   Value::from_u32(static_cast<uint32_t>(static_cast<float>(c.head_dim) * c.partial_rotary_factor + 0.5f)));
+  if (auto sections = gguf_rope_sections(arch, c.rope_sections)) kv.emplace_back(p + "rope.dimension_sections", std::move(*sections));
   if (!c.rope_scaling.type.empty()) {
     kv.emplace_back(p + "rope.scaling.type", Value::from_string(c.rope_scaling.type));
     kv.emplace_back(p + "rope.scaling.factor", Value::from_f32(c.rope_scaling.factor));

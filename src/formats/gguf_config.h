@@ -3,6 +3,7 @@
 // spelling ("qwen3moe") and ours ("qwen3_moe").
 #pragma once
 
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -20,8 +21,14 @@ Result<ModelConfig> model_config_from_gguf(const gguf::GgufFile& file);
 // The `{arch}.*` and `general.architecture` metadata for `config`, in writing order.
 Result<std::vector<std::pair<std::string, gguf::Value>>> gguf_metadata_for(const ModelConfig& config);
 
-// "qwen3_moe" -> "qwen3moe" and back; nullopt/err for names outside the supported set.
-Result<std::string> gguf_arch_name(const std::string& architecture);
+// llama.cpp's `{arch}.rope.dimension_sections` for a GGUF architecture whose loader requires it
+// (qwen35, qwen35moe): `sections` padded to 4 entries, or Qwen3.5's [11, 11, 10, 0] when empty (what
+// llama.cpp's converter writes for a config without mrope_section). nullopt for other architectures.
+std::optional<gguf::Value> gguf_rope_sections(const std::string& gguf_arch, const std::vector<uint32_t>& sections);
+
+// "qwen3_moe" -> "qwen3moe" (a MoE variant's own name when `moe`: "qwen3_5" -> "qwen35moe") and
+// back; an error for names outside the supported set.
+Result<std::string> gguf_arch_name(const std::string& architecture, bool moe);
 Result<std::string> architecture_from_gguf_arch(const std::string& gguf_arch, const std::string& source);
 
 }  // namespace splash

@@ -7,28 +7,13 @@
 #include <nlohmann/json.hpp>
 
 #include "core/mapped_file.h"
+#include "formats/architecture_facts.h"
 
 namespace splash {
 
 namespace {
 
 using nlohmann::json;
-
-struct ArchName {
-  std::string_view hf;
-  std::string_view key;
-};
-constexpr std::array<ArchName, 9> kArchs = {{
-    {"LlamaForCausalLM", "llama"},
-    {"Qwen2ForCausalLM", "qwen2"},
-    {"Qwen3ForCausalLM", "qwen3"},
-    {"Qwen3MoeForCausalLM", "qwen3_moe"},
-    {"Qwen3NextForCausalLM", "qwen3_next"},
-    {"Qwen3_5ForCausalLM", "qwen3_5"},
-    {"Qwen3_5ForConditionalGeneration", "qwen3_5"},
-    {"Qwen3_5MoeForCausalLM", "qwen3_5"},
-    {"Qwen3_5MoeForConditionalGeneration", "qwen3_5"},
-}};
 
 // Typed, error-reporting access to one JSON object. A key holding null counts as absent (HF
 // writes `"head_dim": null` for "use the default").
@@ -138,12 +123,21 @@ Status read_rope(const Fields& f, ModelConfig& c) {
                rf.u32_or("original_max_position_embeddings", c.rope_scaling.original_max_position));
     SPLASH_TRY(c.rope_theta, rf.f32_or("rope_theta", c.rope_theta));
     SPLASH_TRY(c.partial_rotary_factor, rf.f32_or("partial_rotary_factor", c.partial_rotary_factor));
+    if (const json* m = rf.get("mrope_section")) {
+      if (!m->is_array()) return rf.type_error("mrope_section", "a list of non-negative integers", *m);
+      c.rope_sections.clear();
+      for (const json& e : *m) {
+        if (!e.is_number_unsigned() || e.get<uint64_t>() > UINT32_MAX)
+          return rf.type_error("mrope_section", "a list of non-negative integers", *m);
+        c.rope_sections.push_back(static_cast<uint32_t>(e.get<uint64_t>()));
+      }
+    }
   }
   return {};
 }
 
-Status read_layer_kinds(const Fields& f, const std::string& arch, ModelConfig& c) {
-  bool hybrid = arch == "qwen3_next" || arch == "qwen3_5";
+Status read_layer_kinds(const Fields& f, const ArchitectureFacts& arch, ModelConfig& c) {
+  const bool hybrid = arch.hybrid;
   if (const json* lt = f.get("layer_types")) {
     if (!lt->is_array()) return f.type_error("layer_types", "a list of layer type names", *lt);
     if (lt->size() != c.n_layer)
@@ -233,10 +227,11 @@ Status read_generation(const json& g, const std::string& source, ModelConfig& c)
 
 std::string hf_supported_architectures() {
   std::string s;
-  for (const auto& a : kArchs) {
-    if (!s.empty()) s += ", ";
-    s += a.hf;
-  }
+  for (const ArchitectureFacts& a : all_architecture_facts())
+    for (std::string_view cls : a.hf_classes) {
+      if (!s.empty()) s += ", ";
+      s += cls;
+    }
   return s;
 }
 
@@ -246,7 +241,7 @@ Result<ModelConfig> parse_hf_config(std::string_view config_json, const std::str
   SPLASH_TRY(json top, parse_object(config_json, config_source));
 
   // Architecture from the top level.
-  std::string arch;
+  const ArchitectureFacts* facts = nullptr;
   auto archs = top.find("architectures");
   if (archs == top.end() || !archs->is_array() || archs->empty())
     return make_error(config_source, ": key 'architectures' must be a non-empty list (supported: ",
@@ -254,11 +249,10 @@ Result<ModelConfig> parse_hf_config(std::string_view config_json, const std::str
   std::string names;
   for (const auto& a : *archs) {
     if (!a.is_string()) return make_error(config_source, ": key 'architectures' must hold strings");
-    for (const auto& k : kArchs)
-      if (arch.empty() && a.get_ref<const std::string&>() == k.hf) arch = k.key;
+    if (facts == nullptr) facts = architecture_facts_for_hf_class(a.get_ref<const std::string&>());
     names += (names.empty() ? "" : ", ") + a.get<std::string>();
   }
-  if (arch.empty())
+  if (facts == nullptr)
     return make_error(config_source, ": unsupported architecture ", names, " (supported: ",
                       hf_supported_architectures(), ")");
 
@@ -270,7 +264,7 @@ Result<ModelConfig> parse_hf_config(std::string_view config_json, const std::str
   }
   Fields f(merged, config_source);
   ModelConfig c;
-  c.architecture = arch;
+  c.architecture = std::string(facts->name);
   SPLASH_TRY(c.n_vocab, f.u32("vocab_size"));
   SPLASH_TRY(c.n_embd, f.u32("hidden_size"));
   SPLASH_TRY(c.n_layer, f.u32("num_hidden_layers"));
@@ -290,15 +284,15 @@ Result<ModelConfig> parse_hf_config(std::string_view config_json, const std::str
   SPLASH_TRY(c.max_position, f.u32_or("max_position_embeddings", 0));
   SPLASH_TRY(c.rms_eps, f.f32_or("rms_norm_eps", 1e-6f));
   SPLASH_TRY(c.rope_theta, f.f32_or("rope_theta", 10000.0f));
-  bool hybrid = arch == "qwen3_next" || arch == "qwen3_5";
-  SPLASH_TRY(c.partial_rotary_factor, f.f32_or("partial_rotary_factor", hybrid ? 0.25f : 1.0f));
+  const ArchitectureFacts& arch = *facts;
+  SPLASH_TRY(c.partial_rotary_factor, f.f32_or("partial_rotary_factor", arch.partial_rotary_factor));
   SPLASH_TRY_STATUS(read_rope(f, c));
   if (!(c.partial_rotary_factor > 0.0f && c.partial_rotary_factor <= 1.0f))
     return make_error(config_source, ": partial_rotary_factor ", c.partial_rotary_factor, " must be in (0, 1]");
   SPLASH_TRY(c.tie_embeddings, f.bool_or("tie_word_embeddings", false));
-  SPLASH_TRY(c.attention_bias, f.bool_or("attention_bias", arch == "qwen2"));
-  c.qk_norm = arch == "qwen3" || arch == "qwen3_moe" || hybrid;
-  SPLASH_TRY(c.attn_output_gate, f.bool_or("attn_output_gate", hybrid));
+  SPLASH_TRY(c.attention_bias, f.bool_or("attention_bias", arch.attention_bias));
+  c.qk_norm = arch.qk_norm;
+  SPLASH_TRY(c.attn_output_gate, f.bool_or("attn_output_gate", arch.hybrid));
 
   SPLASH_TRY_STATUS(read_moe(f, c));
   SPLASH_TRY_STATUS(read_layer_kinds(f, arch, c));

@@ -33,6 +33,9 @@ struct ModelConfig {
   float rope_theta = 10000.0f;
   float partial_rotary_factor = 1.0f;  // fraction of head_dim rotated (hybrid models: 0.25)
   RopeScalingConfig rope_scaling;
+  // Multimodal RoPE sections (Qwen3.5 `mrope_section`, GGUF rope.dimension_sections): text tokens
+  // carry one position in every section, so the rotation is plain RoPE; kept to write it back.
+  std::vector<uint32_t> rope_sections;
   bool tie_embeddings = false;   // output projection shares the token embedding
   bool attention_bias = false;   // q/k/v projections carry biases (qwen2)
   bool qk_norm = false;          // per-head RMSNorm on q and k (qwen3)

@@ -9,6 +9,7 @@
 
 #include "core/half.h"
 #include "core/mapped_file.h"
+#include "formats/architecture_facts.h"
 #include "formats/gguf.h"
 #include "formats/gguf_config.h"
 #include "formats/hf_config.h"
@@ -137,7 +138,7 @@ static Status open_gguf(const std::string& path, ModelFiles::Storage& st, ModelC
     t.dtype = ti.type;
     t.shape.assign(ti.shape.rbegin(), ti.shape.rend());
     t.data = ti.bytes();
-    t.rope_interleaved = config.architecture == "llama" && is_qk_projection(t.name);
+    t.rope_interleaved = architecture_facts(config.architecture).gguf_qk_rope_interleaved && is_qk_projection(t.name);
     tensors.push_back(std::move(t));
   }
   if (f.has("tokenizer.ggml.model")) {

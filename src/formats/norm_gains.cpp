@@ -1,5 +1,7 @@
 #include "formats/norm_gains.h"
 
+#include "formats/architecture_facts.h"
+
 namespace splash {
 
 bool zero_centred_gains_stored_shifted(std::string_view architecture, const NormGainLayout& l) {
@@ -10,9 +12,12 @@ bool zero_centred_gains_stored_shifted(std::string_view architecture, const Norm
   if (l.conv_axis_raw) return false;
   if (l.conv_axis_moved) return true;
   // No conv1d to go by: mlx-lm's own markers of the raw layout.
-  if (architecture == "qwen3_next") return !l.per_expert_tensors;
-  if (architecture == "qwen3_5") return !l.mtp_tensors;
-  return false;  // not a zero-centred architecture: nothing to decide
+  switch (architecture_facts(architecture).raw_gain_marker) {
+    case RawGainMarker::kPerExpertTensors: return !l.per_expert_tensors;
+    case RawGainMarker::kMtpTensors: return !l.mtp_tensors;
+    case RawGainMarker::kNone: return false;  // not a zero-centred architecture: nothing to decide
+  }
+  return false;
 }
 
 bool is_zero_centred_norm_name(std::string_view n) {

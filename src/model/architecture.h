@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/result.h"
+#include "formats/architecture_facts.h"
 #include "formats/model_config.h"
 #include "model/layer_context.h"
 #include "model/weights.h"
@@ -22,9 +23,8 @@ struct Architecture {
   Result<LayerWeights> (*load_layer)(const WeightLoader& loader, int il) = nullptr;
   // One layer over every row of the pass: updates ctx.x in place.
   void (*layer_forward)(const LayerWeights& layer, LayerContext& ctx) = nullptr;
-  // RMSNorm weights stored zero-centred (the model scales by 1 + w: qwen3_next, qwen3_5): the final
-  // norm gets 1 added at load unless the file stores 1 + w already (ModelFiles decides, per file).
-  bool zero_centred_norms = false;
+  // What the file formats know of it (names, config defaults, quirks, tensor layouts) is its
+  // ArchitectureFacts entry (formats/architecture_facts.cpp), looked up by `name`.
 };
 
 // Adds 1 to a zero-centred norm weight unless the file holds 1 + w already (mlx-lm and llama.cpp

@@ -77,7 +77,7 @@ Result<Model> Model::load(const ModelFiles& files, const ModelOptions& options) 
   if (!c.tie_embeddings) {
     SPLASH_TRY(w.output, loader.matrix("lm_head.weight", c.n_vocab, c.n_embd));
   }
-  if (arch->zero_centred_norms) fold_zero_centred_norm(loader, w.out_norm);
+  if (architecture_facts(c.architecture).zero_centred_norms) fold_zero_centred_norm(loader, w.out_norm);
   // KV layers and recurrent state: full-attention layers get a KV pool layer each, linear ones a
   // slice of the per-sequence state.
   int first_attention = -1;

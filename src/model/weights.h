@@ -58,6 +58,8 @@ struct GatedDeltaNetWeights {
   std::vector<float> dt_bias;  // [nv]
   std::vector<float> out_norm; // [dv] gated RMSNorm weight (plain, not zero-centred)
   Projection out;              // [n_embd, nv dv]
+  // Output gate sigmoid(z) (qwen4_exp's output_gate_type "sigmoid") instead of silu(z).
+  bool output_gate_sigmoid = false;
 };
 
 struct MlpWeights {

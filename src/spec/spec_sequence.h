@@ -1,4 +1,4 @@
-// Helpers the decode loops (engine lanes, generate()) share around one verify step of a sequence.
+// Helpers around one verify step of a sequence (the engine's postprocess: hidden rows for drafters, KV rollback).
 #pragma once
 
 #include <cstdint>

@@ -1,5 +1,6 @@
 #include "testmodel/test_model.h"
 
+#include <algorithm>
 #include <cctype>
 #include <exception>
 
@@ -168,8 +169,10 @@ std::optional<std::pair<DType, GgufMix>> gguf_type_from_name(std::string_view na
 }
 
 Status validate_test_model_spec(const TestModelSpec& s) {
-  if (s.arch != "llama" && s.arch != "qwen2" && s.arch != "qwen3" && s.arch != "qwen3_moe" && !s.hybrid()) {
-    return make_error("test model: arch '", s.arch, "' is not one of llama, qwen2, qwen3, qwen3_moe, qwen3_next, qwen3_5");
+  if (!is_known_architecture(s.arch)) {
+    std::string known;
+    for (const ArchitectureFacts& a : all_architecture_facts()) known += str_cat(known.empty() ? "" : ", ", a.name);
+    return make_error("test model: arch '", s.arch, "' is not one of ", known);
   }
   if (s.hybrid()) {
     const std::pair<const char*, uint32_t> lin[] = {
@@ -224,9 +227,9 @@ Status validate_test_model_spec(const TestModelSpec& s) {
     return make_error("test model: n_head ", s.n_head, " is not a multiple of n_head_kv ", s.n_head_kv);
   }
   if (s.head_dim % 2 != 0) return make_error("test model: head_dim ", s.head_dim, " must be even (RoPE pairs)");
-  if (s.arch != "qwen3" && s.arch != "qwen3_moe" && !s.hybrid() && s.n_head * s.head_dim != s.n_embd) {
+  if (!s.facts().explicit_head_dim && s.n_head * s.head_dim != s.n_embd) {
     return make_error("test model: ", s.arch, " needs n_head * head_dim (", s.n_head * s.head_dim,
-                      ") == n_embd (", s.n_embd, "); only qwen3 has an explicit head_dim");
+                      ") == n_embd (", s.n_embd, "); its config has no explicit head_dim");
   }
   if (!(s.rms_eps > 0.0f) || !(s.rope_theta > 0.0f)) {
     return make_error("test model: rms_eps and rope_theta must be positive");
@@ -283,7 +286,11 @@ Status write_impl(const TestModelSpec& spec, const std::string& out_path) {
   SPLASH_TRY_STATUS(validate_test_model_spec(spec));
   testmodel::TokenizerData tok;
   if (spec.tokenizer_json.empty()) {
-    SPLASH_TRY(tok, testmodel::make_synthetic_tokenizer(spec.arch == "llama", kSyntheticVocab));
+    // Presets: llama test models get a SentencePiece vocabulary (as llama2-era checkpoints), the
+    // others a byte-level BPE one.
+    constexpr std::string_view kSpmArchitectures[] = {"llama"};
+    const bool spm = std::ranges::find(kSpmArchitectures, std::string_view(spec.arch)) != std::end(kSpmArchitectures);
+    SPLASH_TRY(tok, testmodel::make_synthetic_tokenizer(spm, kSyntheticVocab));
   } else {
     SPLASH_TRY(tok, testmodel::load_hf_tokenizer(spec.tokenizer_json));
   }

@@ -18,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "formats/architecture_facts.h"
 #include "core/dtype.h"
 #include "core/result.h"
 
@@ -74,7 +75,7 @@ struct TestModelSpec {
   // [E, 2f, d], mlp.experts.down_proj [E, d, f]) instead of one tensor per expert.
   bool hf_fused_experts = false;
 
-  bool moe() const { return arch == "qwen3_moe" || (hybrid() && hybrid_moe); }
+  bool moe() const { return facts().experts_required || (hybrid() && hybrid_moe); }
   bool moe_layer(uint32_t il) const {
     if (!moe()) return false;
     for (uint32_t l : mlp_only_layers)
@@ -103,7 +104,8 @@ struct TestModelSpec {
   // the layer's blk.<n_layer>.* tensors (spec/mtp/mtp_model.h).
   uint32_t n_mtp_layers = 0;
 
-  bool hybrid() const { return arch == "qwen3_next" || arch == "qwen3_5"; }
+  bool hybrid() const { return facts().hybrid; }
+  const ArchitectureFacts& facts() const { return architecture_facts(arch); }
 
   // GGUF: type of every 2-D matrix ("pure": embeddings and output too); 1-D tensors are F32.
   // F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K. Block types need rows (n_embd, n_ff,

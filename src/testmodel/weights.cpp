@@ -76,9 +76,9 @@ static void plan_hybrid_layers(const TestModelSpec& spec, std::vector<TensorPlan
   const uint32_t nk = spec.linear_n_key_heads, dk = spec.linear_key_head_dim;
   const uint32_t nv = spec.linear_n_value_heads, dv = spec.linear_value_head_dim;
   const uint32_t r = nv / nk, kd = nk * dk, vd = nv * dv, conv_dim = 2 * kd + vd;
-  const bool next = spec.arch == "qwen3_next";
+  const bool next = spec.facts().hf_fused_qkvz;  // Qwen3-Next's in_proj_qkvz / in_proj_ba
   // qwen35 GGUF files tile the value heads; qwen3next files keep the HF grouping.
-  const bool tile = !next && spec.format == TestModelFormat::kGguf && r > 1;
+  const bool tile = spec.facts().gguf_v_heads_tiled && spec.format == TestModelFormat::kGguf && r > 1;
   const std::vector<uint32_t> heads = tiled_heads(nk, nv);
   auto inv_sqrt = [](uint64_t n) { return 1.0f / std::sqrt(static_cast<float>(n)); };
   auto add = [&](std::string name, std::vector<uint64_t> shape, TensorKind kind, float scale) -> TensorPlan& {
@@ -202,7 +202,7 @@ std::vector<TensorPlan> plan_tensors(const TestModelSpec& spec, uint32_t n_vocab
   const uint64_t d = spec.n_embd;
   const uint64_t q_dim = uint64_t{spec.n_head} * spec.head_dim;
   const uint64_t kv_dim = uint64_t{spec.n_head_kv} * spec.head_dim;
-  const bool permute = spec.arch == "llama" && spec.format == TestModelFormat::kGguf;
+  const bool permute = spec.facts().gguf_qk_rope_interleaved && spec.format == TestModelFormat::kGguf;
   // Matrices get std 1/sqrt(fan_in) so activations keep unit scale through deep stacks; the
   // embedding/output scale 2.5/sqrt(d) gives logits with a spread of a few units (softmax neither
   // flat nor one-hot), which keeps greedy decoding and quantization comparisons meaningful.
@@ -229,13 +229,13 @@ std::vector<TensorPlan> plan_tensors(const TestModelSpec& spec, uint32_t n_vocab
     matrix(p + "self_attn.q_proj.weight", q_dim, d, inv_sqrt(d), permute ? spec.n_head : 0);
     matrix(p + "self_attn.k_proj.weight", kv_dim, d, inv_sqrt(d), permute ? spec.n_head_kv : 0);
     matrix(p + "self_attn.v_proj.weight", kv_dim, d, inv_sqrt(d));
-    if (spec.arch == "qwen2") {
+    if (spec.facts().attention_bias) {
       vec(p + "self_attn.q_proj.bias", q_dim, TensorKind::kBias, 0.1f);
       vec(p + "self_attn.k_proj.bias", kv_dim, TensorKind::kBias, 0.1f);
       vec(p + "self_attn.v_proj.bias", kv_dim, TensorKind::kBias, 0.1f);
     }
     matrix(p + "self_attn.o_proj.weight", d, q_dim, inv_sqrt(q_dim));
-    if (spec.arch == "qwen3" || spec.arch == "qwen3_moe") {
+    if (spec.facts().qk_norm) {
       vec(p + "self_attn.q_norm.weight", spec.head_dim, TensorKind::kNorm, 0.1f);
       vec(p + "self_attn.k_norm.weight", spec.head_dim, TensorKind::kNorm, 0.1f);
     }

@@ -37,7 +37,8 @@ struct TensorPlan {
   uint32_t rope_heads = 0;
   // GGUF only: a name other than hf_to_gguf_name's, a value transform, and row / column
   // permutations (GGUF row i = HF row gguf_row_perm[i]; empty = identity) for the value-head
-  // tiling of qwen35 files.
+  // tiling of qwen35 files; a row list shorter than the tensor writes those rows only (the GGUF
+  // parts of a fused tensor, write_gguf.cpp).
   std::string gguf_name;
   GgufTransform gguf_transform = GgufTransform::kNone;
   std::vector<uint32_t> gguf_row_perm;

@@ -3,6 +3,7 @@
 #include <optional>
 #include <vector>
 
+#include "formats/gguf_config.h"
 #include "formats/gguf_writer.h"
 #include "formats/tensor_names.h"
 #include "testmodel/encode.h"
@@ -16,12 +17,7 @@ namespace {
 using gguf::Value;
 using gguf::ValueType;
 
-std::string gguf_arch(const TestModelSpec& s) {
-  if (s.arch == "qwen3_next") return "qwen3next";
-  if (s.arch == "qwen3_moe") return "qwen3moe";
-  if (s.arch == "qwen3_5") return s.moe() ? "qwen35moe" : "qwen35";
-  return s.arch;
-}
+std::string gguf_arch(const TestModelSpec& s) { return std::string(gguf_arch_name_of(s.facts(), s.moe())); }
 
 // Values of rows [r, r + n) as the GGUF file stores them (transform and permutations applied).
 void gguf_values(const TensorPlan& t, uint64_t seed, uint64_t r, uint64_t n, std::vector<float>& vals) {
@@ -65,6 +61,7 @@ Status set_metadata(gguf::GgufWriter& w, const TestModelSpec& s, const Tokenizer
   const uint32_t n_rot = s.hybrid() ? static_cast<uint32_t>(static_cast<float>(s.head_dim) * s.partial_rotary_factor)
                                     : s.head_dim;
   SPLASH_TRY_STATUS(w.set_u32(a + ".rope.dimension_count", n_rot - n_rot % 2));
+  if (auto sections = gguf_rope_sections(a, {})) SPLASH_TRY_STATUS(w.set(a + ".rope.dimension_sections", std::move(*sections)));
   if (s.hybrid()) {
     // llama.cpp's keys: state_size = key head dim, group_count = key heads, time_step_rank =
     // value heads, inner_size = value heads x value head dim.
@@ -129,6 +126,38 @@ Result<std::vector<DType>> gguf_tensor_types(const TestModelSpec& spec, const st
   return types;
 }
 
+// llama.cpp's current qwen3next converter splits in_proj_qkvz ([q_g k_g v_g z_g] per key head g)
+// into attn_qkv ([q of every head, k, v], value heads still grouped) and attn_gate (z); in_proj_ba
+// stays as it is (ssm_ba). Each part is the fused tensor's plan with the rows it takes.
+std::vector<TensorPlan> split_fused_qkvz(const TestModelSpec& s, std::vector<TensorPlan> plans) {
+  if (!s.facts().hf_fused_qkvz) return plans;
+  const std::string fused = "linear_attn.in_proj_qkvz.weight";
+  const uint32_t nk = s.linear_n_key_heads, dk = s.linear_key_head_dim;
+  const uint32_t vg = s.linear_n_value_heads / nk * s.linear_value_head_dim, per = 2 * dk + 2 * vg;
+  std::vector<TensorPlan> out;
+  for (TensorPlan& t : plans) {
+    if (!t.hf_name.ends_with(fused)) {
+      out.push_back(std::move(t));
+      continue;
+    }
+    const std::string base = t.hf_name.substr(0, t.hf_name.size() - fused.size()) + "linear_attn.";
+    TensorPlan qkv = t, z = t;
+    qkv.gguf_name = hf_to_gguf_name(base + "in_proj_qkv.weight").value();
+    z.gguf_name = hf_to_gguf_name(base + "in_proj_z.weight").value();
+    auto rows = [&](std::vector<uint32_t>& perm, uint32_t first, uint32_t n) {
+      for (uint32_t g = 0; g < nk; ++g)
+        for (uint32_t e = 0; e < n; ++e) perm.push_back(g * per + first + e);
+    };
+    rows(qkv.gguf_row_perm, 0, dk);
+    rows(qkv.gguf_row_perm, dk, dk);
+    rows(qkv.gguf_row_perm, 2 * dk, vg);
+    rows(z.gguf_row_perm, 2 * dk + vg, vg);
+    out.push_back(std::move(qkv));
+    out.push_back(std::move(z));
+  }
+  return out;
+}
+
 }  // namespace
 
 uint64_t chunk_rows(uint64_t rows, uint64_t cols, uint32_t head_dim, bool whole_heads) {
@@ -141,7 +170,7 @@ Status write_gguf_model(const TestModelSpec& spec, const TokenizerData& tok, uin
                         const std::string& path) {
   gguf::GgufWriter w;
   SPLASH_TRY_STATUS(set_metadata(w, spec, tok));
-  const std::vector<TensorPlan> plans = plan_tensors(spec, n_vocab);
+  const std::vector<TensorPlan> plans = split_fused_qkvz(spec, plan_tensors(spec, n_vocab));
   std::vector<std::string> names;
   for (const TensorPlan& t : plans) {
     const auto name = t.gguf_name.empty() ? hf_to_gguf_name(t.hf_name) : std::optional<std::string>(t.gguf_name);
@@ -157,10 +186,11 @@ Status write_gguf_model(const TestModelSpec& spec, const TokenizerData& tok, uin
     for (auto it = t.shape.rbegin(); it != t.shape.rend(); ++it)
       if (!(t.kind == TensorKind::kConv && *it == 1)) shape.push_back(*it);
     if (t.gguf_flat) shape = {t.n_elems()};
+    if (!t.gguf_row_perm.empty()) shape = {t.cols(), t.gguf_row_perm.size()};  // the rows it takes
     const uint64_t seed = spec.seed;
     const uint32_t head_dim = spec.head_dim;
     auto produce = [t, type, seed, head_dim](gguf::ByteSink& sink) -> Status {
-      const uint64_t rows = t.rows();
+      const uint64_t rows = t.gguf_row_perm.empty() ? t.rows() : t.gguf_row_perm.size();
       const uint64_t cols = t.cols();
       const bool permute = t.rope_heads != 0;
       const uint64_t step = chunk_rows(rows, cols, head_dim, permute);

@@ -18,21 +18,20 @@ namespace {
 
 using nlohmann::ordered_json;
 
-const char* hf_class(const TestModelSpec& s) {
-  const std::string& arch = s.arch;
-  if (arch == "qwen3_5" && s.moe()) return "Qwen3_5MoeForCausalLM";
-  if (arch == "qwen2") return "Qwen2ForCausalLM";
-  if (arch == "qwen3") return "Qwen3ForCausalLM";
-  if (arch == "qwen3_moe") return "Qwen3MoeForCausalLM";
-  if (arch == "qwen3_next") return "Qwen3NextForCausalLM";
-  if (arch == "qwen3_5") return "Qwen3_5ForCausalLM";
-  return "LlamaForCausalLM";
+// The text model's class, in a flat config (the reader takes the text model's and the wrapper's alike).
+std::string hf_class(const TestModelSpec& s) { return std::string(hf_class_of(s.facts(), s.moe())); }
+
+// The wrapper's model_type for families shipped as a multimodal class (qwen3_5 / qwen3_5_moe).
+std::string model_type(const TestModelSpec& s) {
+  const ArchitectureFacts& a = s.facts();
+  if (!a.hf_wrapper_model_type.empty()) return std::string(s.moe() ? a.hf_moe_wrapper_model_type : a.hf_wrapper_model_type);
+  return std::string(a.hf_model_type);
 }
 
 // mlx-lm saves Qwen3.5 (a multimodal model class) with its text model under language_model.*, and
 // keys its per-module quantization by those paths.
 std::string stored_name(const TestModelSpec& s, const std::string& name) {
-  if (s.mlx_bits != 0 && s.arch == "qwen3_5" && (name.starts_with("model.") || name.starts_with("lm_head.")))
+  if (s.mlx_bits != 0 && !s.facts().hf_wrapper_class.empty() && (name.starts_with("model.") || name.starts_with("lm_head.")))
     return "language_model." + name;
   return name;
 }
@@ -45,7 +44,7 @@ std::string config_json(const TestModelSpec& s, const TokenizerData& tok, uint32
                         const std::vector<TensorPlan>& plan) {
   ordered_json c;
   c["architectures"] = {hf_class(s)};
-  c["model_type"] = s.arch == "qwen3_5" && s.moe() ? "qwen3_5_moe" : s.arch;
+  c["model_type"] = model_type(s);
   c["hidden_size"] = s.n_embd;
   c["intermediate_size"] = s.n_ff;
   c["num_hidden_layers"] = s.n_layer;
@@ -58,7 +57,7 @@ std::string config_json(const TestModelSpec& s, const TokenizerData& tok, uint32
   c["rope_theta"] = s.rope_theta;
   c["vocab_size"] = n_vocab;
   c["tie_word_embeddings"] = s.tie_embeddings;
-  c["attention_bias"] = s.arch == "qwen2";
+  c["attention_bias"] = s.facts().attention_bias;
   c["bos_token_id"] = tok.bos >= 0 ? ordered_json(tok.bos) : ordered_json(nullptr);
   c["eos_token_id"] = tok.eos >= 0 ? ordered_json(tok.eos) : ordered_json(nullptr);
   c["torch_dtype"] = torch_dtype(s.safetensors_dtype);

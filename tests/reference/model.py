@@ -29,6 +29,8 @@ import numpy as np
 
 import hybrid
 import moe
+import qwen4_exp
+import qwen4_exp_load
 import readers
 
 
@@ -236,11 +238,17 @@ def load_hf(path, compute_dtype=None):
 
 
 def load(path, compute_dtype=None):
+    """A Model, or a qwen4_exp.Model for Flash-Next checkpoints (forward/greedy dispatch on it)."""
     if os.path.isdir(path):
+        with open(os.path.join(path, "config.json")) as f:
+            if json.load(f).get("model_type") in qwen4_exp_load.HF_MODEL_TYPES:
+                return qwen4_exp_load.load_hf(path)
         return load_hf(path, compute_dtype)
     with open(path, "rb") as f:
         magic = f.read(4)
     if magic == b"GGUF":
+        if readers.GGUFFile(path).metadata.get("general.architecture") == "qwen4exp":
+            return qwen4_exp_load.load_gguf(path)
         return load_gguf(path, compute_dtype)
     return load_llama2c(path)
 
@@ -301,6 +309,8 @@ def _lin(x, w, b=None):
 
 
 def new_cache(m):
+    if isinstance(m, qwen4_exp.Model):
+        return qwen4_exp.State(m.cfg)
     return hybrid.HybridCache(m) if m.hybrid else KVCache(m)
 
 
@@ -308,6 +318,10 @@ def forward(m, tokens, cache=None):
     """tokens: list of ids appended after what `cache` holds -> logits [len(tokens), n_vocab]."""
     if cache is None:
         cache = new_cache(m)
+    if isinstance(m, qwen4_exp.Model):
+        if min(tokens) < 0 or max(tokens) >= m.cfg.vocab:
+            raise ValueError(f"token id out of range [0, {m.cfg.vocab})")
+        return qwen4_exp.forward(m, [int(t) for t in tokens], cache)
     tokens = np.asarray(tokens, dtype=np.int64)
     if tokens.size == 0:
         return np.zeros((0, m.n_vocab), dtype=np.float32)

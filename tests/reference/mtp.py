@@ -19,6 +19,8 @@ MTP modules of vLLM / SGLang describe the same computation):
 * Drafting after n committed tokens: rows 0..n-2 give the first proposal (argmax of the last row);
   each further proposal feeds (previous proposal, previous g') as the row at the next position.
 
+qwen4_exp (Flash-Next) checkpoints draft with their own head, qwen4_exp.mtp_draft (same conventions).
+
 CLI (used by tests/unit/engine/spec_mtp_test.cpp):
   mtp.py --model DIR|FILE.gguf --tokens 1,2,3,... --n-draft K --out OUT.f32
 writes [K, n_vocab] float32 logits of the K drafting steps (raw, row-major) and prints the
@@ -36,6 +38,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import hybrid  # noqa: E402
 import model as ref_model  # noqa: E402
 import moe  # noqa: E402
+import qwen4_exp  # noqa: E402
 import readers  # noqa: E402
 
 
@@ -131,9 +134,15 @@ def main():
     ap.add_argument("--out", required=True)
     a = ap.parse_args()
     m = ref_model.load(a.model)
-    if not getattr(m, "hybrid", False):
-        sys.exit("mtp.py: the model is not a qwen3_next / qwen3_5 hybrid")
-    props, logits = draft(m, load_mtp(a.model, m), [int(t) for t in a.tokens.split(",")], a.n_draft)
+    tokens = [int(t) for t in a.tokens.split(",")]
+    if isinstance(m, qwen4_exp.Model):          # Flash-Next: its own head (qwen4_exp.mtp_draft)
+        if m.mtp is None:
+            sys.exit("mtp.py: the checkpoint has no mtp.* tensors")
+        props, logits = qwen4_exp.mtp_draft(m, tokens, a.n_draft)
+    elif not getattr(m, "hybrid", False):
+        sys.exit("mtp.py: the model is not a qwen3_next / qwen3_5 hybrid or qwen4_exp")
+    else:
+        props, logits = draft(m, load_mtp(a.model, m), tokens, a.n_draft)
     logits.astype(np.float32).tofile(a.out)
     print(",".join(str(p) for p in props))
 

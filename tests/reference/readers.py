@@ -106,7 +106,17 @@ class GGUFFile:
 # safetensors
 
 _ST_DTYPES = {"F32": "<f4", "F16": "<f2", "F64": "<f8", "I8": "i1", "U8": "u1", "I16": "<i2",
-              "U16": "<u2", "I32": "<i4", "U32": "<u4", "I64": "<i8", "U64": "<u8", "BOOL": "?"}
+              "U16": "<u2", "I32": "<i4", "U32": "<u4", "I64": "<i8", "U64": "<u8", "BOOL": "?",
+              "F8_E4M3": "u1"}
+
+
+def fp8_e4m3_values():
+    """float64 [256]: the value of every E4M3 (fn variant: no infinities) code; 0x7F / 0xFF are NaN."""
+    c = np.arange(256)
+    e, m = (c >> 3) & 0xF, (c & 0x7) / 8.0
+    v = np.where(e == 0, m * 2.0 ** -6, (1 + m) * 2.0 ** (e - 7.0)) * np.where(c & 0x80, -1.0, 1.0)
+    v[(c & 0x7F) == 0x7F] = np.nan
+    return v
 
 
 class SafetensorsFile:
@@ -144,6 +154,8 @@ class SafetensorsFile:
         arr, dt = self.raw(name)
         if dt == "BF16":
             return ggml_dequant.bf16_to_f64(arr).reshape(arr.shape)
+        if dt == "F8_E4M3":
+            return fp8_e4m3_values()[arr]
         return arr.astype(np.float64)
 
 

@@ -12,6 +12,6 @@ Status check(const ModelConfig& c) { return qwen3_hybrid::check(c, "qwen3_5"); }
 
 }  // namespace
 
-extern const Architecture kArchitecture_qwen3_5{"qwen3_5", check, qwen3_hybrid::load, qwen3_hybrid::forward, true};
+extern const Architecture kArchitecture_qwen3_5{"qwen3_5", check, qwen3_hybrid::load, qwen3_hybrid::forward};
 
 }  // namespace splash

@@ -10,7 +10,6 @@ Status check(const ModelConfig& c) { return qwen3_hybrid::check(c, "qwen3_next")
 
 }  // namespace
 
-extern const Architecture kArchitecture_qwen3_next{"qwen3_next", check, qwen3_hybrid::load, qwen3_hybrid::forward,
-                                                  true};
+extern const Architecture kArchitecture_qwen3_next{"qwen3_next", check, qwen3_hybrid::load, qwen3_hybrid::forward};
 
 }  // namespace splash

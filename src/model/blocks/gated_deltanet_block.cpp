@@ -6,6 +6,7 @@
 #include "backend/cpu/activation.h"
 #include "backend/cpu/gated_delta.h"
 #include "backend/cpu/norm.h"
+#include "formats/architecture_facts.h"
 #include "model/architecture.h"
 
 namespace splash {
@@ -65,7 +66,7 @@ Result<GatedDeltaNetWeights> load_gated_deltanet(const WeightLoader& loader, int
                                         {d.conv_dim(), d.vd(), d.nv, d.nv}, c.n_embd, {}));
   }
   // llama.cpp's qwen35 converter tiles the value heads (qwen3next keeps the grouping).
-  w.v_heads_tiled = gguf && c.architecture == "qwen3_5" && d.nv > d.nk;
+  w.v_heads_tiled = gguf && architecture_facts(c.architecture).gguf_v_heads_tiled && d.nv > d.nk;
   SPLASH_TRY(w.conv, loader.vector(name("conv1d.weight"), d.conv_dim() * d.kernel));
   SPLASH_TRY(w.dt_bias, loader.vector(name("dt_bias"), d.nv));
   SPLASH_TRY(w.a, loader.vector(name("A_log"), d.nv));  // GGUF: ssm_a, already A = -exp(A_log)
@@ -206,11 +207,12 @@ void gated_deltanet_block(const GatedDeltaNetWeights& w, LayerContext& ctx) {
     }
   });
 
-  // Gated RMSNorm per value head: rms_norm(o) * w * silu(z).
+  // Gated RMSNorm per value head: rms_norm(o) * w * silu(z), or * sigmoid(z).
   rms_norm(s.o.data(), w.out_norm.data(), c.rms_eps, s.o.data(), n * d.nv, d.dv, ctx.isa);
+  const bool sigmoid_gate = w.output_gate_sigmoid;
   for (int64_t i = 0; i < n * d.vd(); ++i) {
     const float zi = s.z[static_cast<size_t>(i)];
-    s.o[static_cast<size_t>(i)] *= zi / (1.0f + std::exp(-zi));
+    s.o[static_cast<size_t>(i)] *= (sigmoid_gate ? 1.0f : zi) / (1.0f + std::exp(-zi));
   }
   }  // linear-attention scope
   {

@@ -3,7 +3,7 @@
 //   q, k, v = silu(causal_conv(q k v))      (depthwise, kernel linear_conv_kernel, state per sequence)
 //   q, k = l2norm(q) / sqrt(dk), l2norm(k); beta = sigmoid(b); g = A softplus(a + dt_bias)
 //   o = gated delta rule(q, k, v, g, beta)  (state S [nv, dk, dv] per sequence, gated_delta.h)
-//   x += out(rms_norm(o) * w_norm * silu(z))  (per value head)
+//   x += out(rms_norm(o) * w_norm * silu(z))  (per value head; sigmoid(z) when output_gate_sigmoid, qwen4_exp)
 // Runs of more than kGdnRecurrentMaxRows tokens use the chunked delta rule, shorter ones the
 // recurrence (the two agree within rounding).
 //

@@ -17,9 +17,9 @@ std::string sse(std::string_view type, const ojson& data) {
 
 std::string_view stop_reason(const gen::Finish& f) {
   switch (f.end) {
-    case openai::GenerationEnd::kLength:
+    case FinishReason::kLength:
       return "max_tokens";
-    case openai::GenerationEnd::kContext:
+    case FinishReason::kContext:
       return "model_context_window_exceeded";
     default:
       if (f.stop_index) return "stop_sequence";

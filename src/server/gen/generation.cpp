@@ -164,10 +164,10 @@ class GenerationJob : public KeepAliveTarget {
   }
 
   void finish(const EngineEvent& e) {
-    auto end = static_cast<openai::GenerationEnd>(e.finish);
+    FinishReason end = e.finish;
     if (auto err = openai::generation_error(end, e.error)) return writer_->fail(*err, sink_);
     // max_tokens was lowered to the rest of the context: reaching it is reaching the context.
-    if (clamped_ && end == openai::GenerationEnd::kLength) end = openai::GenerationEnd::kContext;
+    if (clamped_ && end == FinishReason::kLength) end = FinishReason::kContext;
     std::vector<Event> events;
     if (chat_) append_events(chat_->finish(), open_call_, events);
     append_events({}, open_call_, events);  // closes a call cut by the end of output

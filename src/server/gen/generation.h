@@ -111,7 +111,7 @@ struct Event {
 
 // How generation ended, with the figures every API's usage block is built from.
 struct Finish {
-  openai::GenerationEnd end = openai::GenerationEnd::kStop;  // kStop / kLength / kContext only
+  FinishReason end = FinishReason::kStop;  // kStop / kLength / kContext only
   std::optional<int> stop_index;      // a stop string ended it: index into GenerationRequest::stop
   bool made_tool_calls = false;
   int64_t reasoning_tokens = 0;       // generated tokens that went to reasoning (split output only)

@@ -11,14 +11,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/finish_reason.h"
 #include "server/openai/api_error.h"
 #include "server/openai/chat_output.h"
 
 namespace splash::openai {
-
-// How generation ended. Same order as the engine's FinishReason (engine/scheduler.h) so the caller
-// converts with a static_cast; kept separate so this layer builds and tests without the engine.
-enum class GenerationEnd : uint8_t { kStop, kLength, kContext, kCancelled, kTimeout, kError };
 
 // The engine's kDone figures (spec 2.6 timings).
 struct GenerationStats {
@@ -43,12 +40,12 @@ struct ResponseMeta {
 
 // "stop", "length" (token limit or context limit), or "tool_calls" (stopped after making calls).
 // Only meaningful for kStop / kLength / kContext.
-std::string_view finish_reason(GenerationEnd end, bool made_tool_calls);
+std::string_view finish_reason(FinishReason end, bool made_tool_calls);
 // The error for endings that are not an answer: kTimeout -> 504 request_timeout, kError -> 500
 // engine_failed (with the engine's message) or, for a message starting with
 // constrain::kMaskTimeoutError (a structured-output mask that came too late), 503 mask_timeout;
 // kCancelled -> 503 server_shutdown; nullopt otherwise.
-std::optional<ApiError> generation_error(GenerationEnd end, std::string_view engine_message);
+std::optional<ApiError> generation_error(FinishReason end, std::string_view engine_message);
 
 // usage {prompt_tokens, completion_tokens, total_tokens, prompt_tokens_details{cached_tokens}
 // [, completion_tokens_details{reasoning_tokens}]}.
@@ -64,9 +61,9 @@ nlohmann::ordered_json timings_json(const GenerationStats& stats);
 // answer is only tool calls; reasoning_content and tool_calls appear when non-empty.
 // `logprobs` (server/openai/logprobs.h) goes into the choice when the request asked for it; null
 // leaves chat without the key and completions with "logprobs": null.
-std::string chat_completion_body(const ResponseMeta& meta, const ChatOutput& output, GenerationEnd end,
+std::string chat_completion_body(const ResponseMeta& meta, const ChatOutput& output, FinishReason end,
                                  const GenerationStats& stats, const nlohmann::ordered_json& logprobs = nullptr);
-std::string text_completion_body(const ResponseMeta& meta, std::string_view text, GenerationEnd end,
+std::string text_completion_body(const ResponseMeta& meta, std::string_view text, FinishReason end,
                                  const GenerationStats& stats, const nlohmann::ordered_json& logprobs = nullptr);
 
 // --- streams --------------------------------------------------------------------------------------
@@ -94,7 +91,7 @@ class ChatStream {
                                 const nlohmann::ordered_json& logprobs = nullptr);
   // Held-back deltas, the chunk with finish_reason and timings, then the usage chunk (choices [])
   // when include_usage. For kCancelled / kTimeout / kError use generation_error + error_chunk.
-  std::vector<std::string> finish(GenerationEnd end, const GenerationStats& stats);
+  std::vector<std::string> finish(FinishReason end, const GenerationStats& stats);
 
   const ChatOutput& output() const { return output_; }
 
@@ -103,7 +100,7 @@ class ChatStream {
   // `logprobs` (chat_logprob_entries) ride on the next chunk that goes out, as with text().
   std::vector<std::string> chunks(const std::vector<OutputPart>& parts,
                                   const nlohmann::ordered_json& logprobs = nullptr);
-  std::vector<std::string> end_chunks(GenerationEnd end, const GenerationStats& stats, bool made_tool_calls,
+  std::vector<std::string> end_chunks(FinishReason end, const GenerationStats& stats, bool made_tool_calls,
                                       int64_t reasoning_tokens, const nlohmann::ordered_json& logprobs = nullptr);
 
  private:
@@ -126,7 +123,7 @@ class CompletionStream {
   std::string keepalive() const;
   // nullopt for an empty piece without logprobs; `logprobs` (CompletionLogprobs::take) goes into the chunk.
   std::optional<std::string> text(std::string_view piece, const nlohmann::ordered_json& logprobs = nullptr);
-  std::vector<std::string> finish(GenerationEnd end, const GenerationStats& stats);
+  std::vector<std::string> finish(FinishReason end, const GenerationStats& stats);
 
  private:
   nlohmann::ordered_json chunk_json(std::string_view text, const nlohmann::ordered_json& finish,

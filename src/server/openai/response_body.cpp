@@ -7,25 +7,25 @@ namespace splash::openai {
 
 using ojson = nlohmann::ordered_json;
 
-std::string_view finish_reason(GenerationEnd end, bool made_tool_calls) {
+std::string_view finish_reason(FinishReason end, bool made_tool_calls) {
   switch (end) {
-    case GenerationEnd::kLength:
-    case GenerationEnd::kContext:
+    case FinishReason::kLength:
+    case FinishReason::kContext:
       return "length";
     default:
       return made_tool_calls ? "tool_calls" : "stop";
   }
 }
 
-std::optional<ApiError> generation_error(GenerationEnd end, std::string_view engine_message) {
+std::optional<ApiError> generation_error(FinishReason end, std::string_view engine_message) {
   switch (end) {
-    case GenerationEnd::kTimeout:
+    case FinishReason::kTimeout:
       return api_error(504, "request_timeout", "the request ran past its timeout");
-    case GenerationEnd::kError:
+    case FinishReason::kError:
       if (engine_message.starts_with(constrain::kMaskTimeoutError)) return api_error(503, "mask_timeout", std::string(engine_message));
       return api_error(500, "engine_failed",
                        engine_message.empty() ? std::string("the engine failed") : std::string(engine_message));
-    case GenerationEnd::kCancelled:
+    case FinishReason::kCancelled:
       return api_error(503, "server_shutdown", "the request was cancelled: the server is shutting down");
     default:
       return std::nullopt;
@@ -59,7 +59,7 @@ ojson timings_json(const GenerationStats& s) {
   return t;
 }
 
-std::string chat_completion_body(const ResponseMeta& meta, const ChatOutput& output, GenerationEnd end,
+std::string chat_completion_body(const ResponseMeta& meta, const ChatOutput& output, FinishReason end,
                                  const GenerationStats& stats, const ojson& logprobs) {
   const auto& calls = output.tool_calls();
   ojson message = ojson::object();
@@ -98,7 +98,7 @@ std::string chat_completion_body(const ResponseMeta& meta, const ChatOutput& out
   return dump_json(body);
 }
 
-std::string text_completion_body(const ResponseMeta& meta, std::string_view text, GenerationEnd end,
+std::string text_completion_body(const ResponseMeta& meta, std::string_view text, FinishReason end,
                                  const GenerationStats& stats, const ojson& logprobs) {
   ojson choice = ojson::object();
   choice["index"] = 0;

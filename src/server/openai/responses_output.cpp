@@ -265,9 +265,9 @@ std::vector<ResponseEvent> ResponseEvents::end(std::string status, ojson extra, 
   return out;
 }
 
-std::vector<ResponseEvent> ResponseEvents::finish(GenerationEnd end_reason, const GenerationStats& stats,
+std::vector<ResponseEvent> ResponseEvents::finish(FinishReason end_reason, const GenerationStats& stats,
                                                   int64_t reasoning_tokens) {
-  if (end_reason == GenerationEnd::kLength || end_reason == GenerationEnd::kContext) {
+  if (end_reason == FinishReason::kLength || end_reason == FinishReason::kContext) {
     return end("incomplete", {{"incomplete_details", {{"reason", "max_output_tokens"}}}}, stats, reasoning_tokens);
   }
   return end("completed", {{"completed_at", static_cast<int64_t>(std::time(nullptr))}}, stats, reasoning_tokens);

@@ -74,7 +74,7 @@ class ResponseEvents {
   std::optional<ResponseEvent> progress(const PromptProgress& p);
   std::vector<ResponseEvent> feed(const std::vector<OutputPart>& parts);
   // For kStop / kLength / kContext: closes the open item and sends completed or incomplete.
-  std::vector<ResponseEvent> finish(GenerationEnd end, const GenerationStats& stats, int64_t reasoning_tokens);
+  std::vector<ResponseEvent> finish(FinishReason end, const GenerationStats& stats, int64_t reasoning_tokens);
   // For endings that are not an answer (generation_error): response.failed with the error.
   std::vector<ResponseEvent> fail(const ApiError& error, const GenerationStats& stats, int64_t reasoning_tokens);
 

@@ -123,14 +123,14 @@ std::vector<std::string> ChatStream::text(std::string_view piece, int64_t n_toke
   return chunks(output_.feed(piece, n_tokens), logprobs);
 }
 
-std::vector<std::string> ChatStream::finish(GenerationEnd end, const GenerationStats& stats) {
+std::vector<std::string> ChatStream::finish(FinishReason end, const GenerationStats& stats) {
   std::vector<std::string> out = chunks(output_.finish());
   for (std::string& c : end_chunks(end, stats, !output_.tool_calls().empty(), output_.reasoning_tokens()))
     out.push_back(std::move(c));
   return out;
 }
 
-std::vector<std::string> ChatStream::end_chunks(GenerationEnd end, const GenerationStats& stats, bool made_tool_calls,
+std::vector<std::string> ChatStream::end_chunks(FinishReason end, const GenerationStats& stats, bool made_tool_calls,
                                                 int64_t reasoning_tokens, const ojson& logprobs) {
   hold_logprobs(logprobs);
   std::vector<std::string> out;
@@ -182,7 +182,7 @@ std::optional<std::string> CompletionStream::text(std::string_view piece, const 
   return dump_json(chunk_json(piece, nullptr, logprobs));
 }
 
-std::vector<std::string> CompletionStream::finish(GenerationEnd end, const GenerationStats& stats) {
+std::vector<std::string> CompletionStream::finish(FinishReason end, const GenerationStats& stats) {
   std::vector<std::string> out;
   ojson last = chunk_json("", finish_reason(end, false));
   last["timings"] = timings_json(stats);

@@ -72,8 +72,9 @@ bool mtp_layer_is_moe(const ModelConfig& c) { return c.n_expert > 0; }
 
 Result<std::unique_ptr<MtpModel>> MtpModel::load(const ModelFiles& files, const Model& target, IsaLevel isa) {
   const ModelConfig& c = target.config();
-  if (c.architecture != "qwen3_next" && c.architecture != "qwen3_5")
-    return make_error(files.path(), ": MTP heads are supported for qwen3_next and qwen3_5, not ", c.architecture);
+  if (!architecture_facts(c.architecture).hybrid)
+    return make_error(files.path(), ": MTP heads are supported for the Gated DeltaNet hybrids (qwen3_next, qwen3_5), not ",
+                      c.architecture);
   if (c.n_mtp_layers == 0)
     return make_error(files.path(), ": the model has no MTP head (config mtp_num_hidden_layers / nextn_predict_layers is 0)");
   const MtpTensorNames names = mtp_tensor_names(files, c);

@@ -110,7 +110,8 @@ TEST_F(GenerateTiny, GreedyEqualsForwardArgmax) {
   EXPECT_EQ(stats->tokens, expected);
   EXPECT_EQ(stats->n_generated, static_cast<int64_t>(expected.size()));
   EXPECT_EQ(stats->n_prompt, static_cast<int64_t>(prompt_.size()));
-  EXPECT_EQ(stats->stop, expected.size() == static_cast<size_t>(n) ? StopReason::kLength : StopReason::kEos);
+  if (expected.size() == static_cast<size_t>(n)) EXPECT_EQ(stats->finish, FinishReason::kLength);
+  else EXPECT_TRUE(sched_test::ended_at_eos(*stats));
   EXPECT_EQ(text, m_->tokenizer->decode(expected));
   EXPECT_GT(stats->prefill_tok_s, 0);
   EXPECT_GE(stats->ttft_ms, stats->prefill_ms);
@@ -120,10 +121,10 @@ TEST_F(GenerateTiny, MaxTokensRespected) {
   for (int64_t n : {0, 1, 7}) {
     auto stats = generate(m_->model, *m_->tokenizer, prompt_, greedy(n), nullptr);
     ASSERT_TRUE(stats.ok()) << stats.error_message();
-    if (stats->stop == StopReason::kEos) {
+    if (sched_test::ended_at_eos(*stats)) {
       EXPECT_LT(stats->n_generated, n);
     } else {
-      EXPECT_EQ(stats->stop, StopReason::kLength);
+      EXPECT_EQ(stats->finish, FinishReason::kLength);
       EXPECT_EQ(stats->n_generated, n);
       EXPECT_EQ(stats->n_decode_steps, std::max<int64_t>(n - 1, 0));
     }
@@ -149,7 +150,7 @@ TEST_F(GenerateTiny, StopStringCutsOutputExactly) {
   std::string cut;
   auto stats = generate(m_->model, *m_->tokenizer, prompt_, o, [&](std::string_view s) { cut += s; });
   ASSERT_TRUE(stats.ok()) << stats.error_message();
-  EXPECT_EQ(stats->stop, StopReason::kStopString);
+  EXPECT_TRUE(sched_test::ended_at_stop_string(*stats));
   EXPECT_EQ(cut, expected) << "stop '" << stop << "' in '" << full << "'";
   EXPECT_LT(stats->n_generated, base->n_generated);
 }
@@ -200,8 +201,8 @@ TEST_F(GenerateTiny, StopsAtContextLimit) {
   long_prompt.resize(60);
   auto stats = generate(small->model, *small->tokenizer, long_prompt, greedy(100), nullptr);
   ASSERT_TRUE(stats.ok()) << stats.error_message();
-  if (stats->stop != StopReason::kEos) {
-    EXPECT_EQ(stats->stop, StopReason::kContext);
+  if (!sched_test::ended_at_eos(*stats)) {
+    EXPECT_EQ(stats->finish, FinishReason::kContext);
     // Positions 60..63 hold the first four sampled tokens; the fifth is sampled from position 63.
     EXPECT_EQ(stats->n_generated, 5);
   }

@@ -56,16 +56,6 @@ class SchedulerTiny : public ::testing::Test {
     return rec;
   }
 
-  static FinishReason expected_finish(StopReason s) {
-    switch (s) {
-      case StopReason::kEos:
-      case StopReason::kStopString: return FinishReason::kStop;
-      case StopReason::kLength: return FinishReason::kLength;
-      case StopReason::kContext: return FinishReason::kContext;
-    }
-    return FinishReason::kError;
-  }
-
   static inline LoadedModel* m_ = nullptr;
 };
 
@@ -83,7 +73,7 @@ TEST_F(SchedulerTiny, GreedyAloneEqualsGenerate) {
     EXPECT_EQ(rec->tokens(), gen.tokens) << "chunk " << chunk;
     EXPECT_EQ(rec->text(), gen_text) << "chunk " << chunk;
     const EngineEvent done = rec->done();
-    EXPECT_EQ(done.finish, expected_finish(gen.stop));
+    EXPECT_EQ(done.finish, gen.finish);
     EXPECT_EQ(done.completion_tokens, gen.n_generated);
     EXPECT_EQ(done.prompt_tokens, static_cast<int64_t>(r.prompt.size()));
     EXPECT_GE(done.prompt_ms, 0);
@@ -342,7 +332,7 @@ TEST_F(SchedulerTiny, StopStringAcrossTokenBoundary) {
   EngineRequest rg = rs;
   rg.ignore_eos = false;
   const GenerateStats gen = generate_alone(rg, &gen_text);
-  if (gen.stop == StopReason::kStopString) {
+  if (sched_test::ended_at_stop_string(gen)) {
     EXPECT_EQ(gen_text, cut->text());
   }
 }

@@ -132,6 +132,12 @@ class Recorder {
   engine_test::TestGate gate_;
 };
 
+// How generate() ended: at an end-of-generation token, or at one of its stop strings (both kStop).
+inline bool ended_at_eos(const GenerateStats& s) { return s.finish == FinishReason::kStop && s.stop_index < 0; }
+inline bool ended_at_stop_string(const GenerateStats& s) {
+  return s.finish == FinishReason::kStop && s.stop_index >= 0;
+}
+
 inline EngineRequest greedy_request(std::vector<int32_t> prompt, int64_t max_tokens) {
   EngineRequest r;
   r.prompt = std::move(prompt);

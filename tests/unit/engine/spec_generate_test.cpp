@@ -77,7 +77,8 @@ GenerateOptions greedy(int64_t n) {
 void expect_same(const GenRun& plain, const GenRun& spec, const std::string& what) {
   EXPECT_EQ(plain.stats.tokens, spec.stats.tokens) << what;
   EXPECT_EQ(plain.text, spec.text) << what;
-  EXPECT_EQ(plain.stats.stop, spec.stats.stop) << what;
+  EXPECT_EQ(plain.stats.finish, spec.stats.finish) << what;
+  EXPECT_EQ(plain.stats.stop_index, spec.stats.stop_index) << what;
   EXPECT_LE(spec.stats.accepted_draft_tokens, spec.stats.drafted_tokens) << what;
 }
 
@@ -116,7 +117,7 @@ std::unique_ptr<sched_test::LoadedModel> model_ending(const std::string& preset,
     auto s = generate(m->model, *m->tokenizer, repeating_prompt(*m->tokenizer), o, nullptr);
     if (!s.ok()) return nullptr;
     const bool ok = want == Ending::kLength ? s->n_generated == 40
-                                            : s->stop == StopReason::kEos && s->n_generated >= 5 && s->n_generated <= 35;
+                                            : sched_test::ended_at_eos(*s) && s->n_generated >= 5 && s->n_generated <= 35;
     if (ok) {
       if (seed_out) *seed_out = seed;
       return m;
@@ -200,7 +201,7 @@ TEST_P(SpecGenerate, StopStringAndLengthInsideAnAcceptedBlock) {
     if (stop.empty()) continue;
     o.stop = {stop};
     const GenRun plain = run(*m, prompt, o, nullptr);
-    EXPECT_EQ(plain.stats.stop, StopReason::kStopString);
+    EXPECT_TRUE(sched_test::ended_at_stop_string(plain.stats));
     expect_same(plain, run(*m, prompt, o, &oracle), "stop '" + stop + "'");
   }
 }
@@ -259,7 +260,7 @@ TEST_P(SpecGenerate, EndOfGenerationInsideAnAcceptedBlock) {
   const auto prompt = repeating_prompt(*m->tokenizer);
   const int32_t n_vocab = static_cast<int32_t>(m->model.config().n_vocab);
   const GenRun plain = run(*m, prompt, greedy(40), nullptr);
-  ASSERT_EQ(plain.stats.stop, StopReason::kEos);
+  ASSERT_TRUE(sched_test::ended_at_eos(plain.stats));
   // The oracle proposes the output and then the end-of-generation token the target picks, and more
   // tokens after it: generation must end at it.
   std::vector<int32_t> full = prompt;

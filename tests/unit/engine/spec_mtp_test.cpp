@@ -326,7 +326,8 @@ TEST(MtpDrafter, GreedyGenerateEqualsPlainDecoding) {
         const GenRun spec = generate_with(*m, prompt, 32, block, src->get());
         EXPECT_EQ(spec.stats.tokens, plain.stats.tokens) << (gguf ? "GGUF " : "") << text << " block " << block;
         EXPECT_EQ(spec.text, plain.text) << (gguf ? "GGUF " : "") << text << " block " << block;
-        EXPECT_EQ(spec.stats.stop, plain.stats.stop);
+        EXPECT_EQ(spec.stats.finish, plain.stats.finish);
+        EXPECT_EQ(spec.stats.stop_index, plain.stats.stop_index);
         if (plain.stats.n_generated > 2) {
           EXPECT_GT(spec.stats.drafted_tokens, 0) << "the MTP head proposes";
         }

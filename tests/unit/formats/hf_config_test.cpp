@@ -150,6 +150,20 @@ TEST(HfConfig, Qwen35NestedTextConfigWithLayerTypes) {
   EXPECT_EQ(c->eos_token_ids, std::vector<int32_t>{248044});
 }
 
+TEST(HfConfig, Qwen35MropeSectionIsKeptForGguf) {
+  // Qwen3.5's multimodal RoPE sections: no effect on text, but llama.cpp's qwen35 loader needs them.
+  const std::string head = R"({"architectures":["Qwen3_5ForCausalLM"],"vocab_size":64,"hidden_size":64,
+    "num_hidden_layers":4,"num_attention_heads":4,"num_key_value_heads":2,"head_dim":32,"intermediate_size":96,
+    "linear_num_key_heads":2,"linear_key_head_dim":16,"linear_num_value_heads":4,"linear_value_head_dim":16,
+    "rope_parameters":{"rope_theta":10000,"mrope_section":)";
+  auto c = parse_hf_config(head + "[11,11,10]}}", "config.json");
+  ASSERT_TRUE(c.ok()) << c.error_message();
+  EXPECT_EQ(c->rope_sections, (std::vector<uint32_t>{11, 11, 10}));
+  auto bad = parse_hf_config(head + "[11,-1]}}", "config.json");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error_message().find("rope_parameters.mrope_section"), std::string::npos) << bad.error_message();
+}
+
 TEST(HfConfig, ErrorsNameKeyAndFile) {
   std::string e = error_of(R"({"architectures":["GPT2LMHeadModel"],"vocab_size":10})");
   EXPECT_NE(e.find("cfg/config.json"), std::string::npos);

@@ -216,7 +216,7 @@ std::vector<gen::Event> sample_events() {
           ev(K::kToolCallArguments, R"("Paris"})", 0), ev(K::kToolCallDone, "", 0)};
 }
 
-gen::Finish finish_with(openai::GenerationEnd end, bool calls, std::optional<int> stop_index = std::nullopt) {
+gen::Finish finish_with(FinishReason end, bool calls, std::optional<int> stop_index = std::nullopt) {
   gen::Finish f;
   f.end = end;
   f.made_tool_calls = calls;
@@ -251,7 +251,7 @@ TEST(AnthropicWire, Body) {
   auto wire = messages_wire(meta, /*stream=*/false);
   auto events = sample_events();
   wire->events(events, sink);
-  wire->finish(finish_with(openai::GenerationEnd::kStop, true), sink);
+  wire->finish(finish_with(FinishReason::kStop, true), sink);
   EXPECT_EQ(w->status, 200);
   json b = json::parse(w->body);
   EXPECT_EQ(b["id"], "msg_1");
@@ -283,10 +283,10 @@ TEST(AnthropicWire, StopReasons) {
     out.append("|").append(b["stop_sequence"].is_null() ? std::string("null") : b["stop_sequence"].get<std::string>());
     return out;
   };
-  EXPECT_EQ(reason(finish_with(openai::GenerationEnd::kStop, false)), "end_turn|null");
-  EXPECT_EQ(reason(finish_with(openai::GenerationEnd::kLength, true)), "max_tokens|null");
-  EXPECT_EQ(reason(finish_with(openai::GenerationEnd::kContext, false)), "model_context_window_exceeded|null");
-  EXPECT_EQ(reason(finish_with(openai::GenerationEnd::kStop, false, 1)), "stop_sequence|END");
+  EXPECT_EQ(reason(finish_with(FinishReason::kStop, false)), "end_turn|null");
+  EXPECT_EQ(reason(finish_with(FinishReason::kLength, true)), "max_tokens|null");
+  EXPECT_EQ(reason(finish_with(FinishReason::kContext, false)), "model_context_window_exceeded|null");
+  EXPECT_EQ(reason(finish_with(FinishReason::kStop, false, 1)), "stop_sequence|END");
 }
 
 TEST(AnthropicWire, StreamEventOrder) {
@@ -299,7 +299,7 @@ TEST(AnthropicWire, StreamEventOrder) {
   wire->events(std::span<const gen::Event>(events).subspan(0, 3), sink);  // split anywhere: same stream
   wire->keepalive(sink);
   wire->events(std::span<const gen::Event>(events).subspan(3), sink);
-  wire->finish(finish_with(openai::GenerationEnd::kStop, true), sink);
+  wire->finish(finish_with(FinishReason::kStop, true), sink);
   EXPECT_TRUE(w->ended);
   EXPECT_EQ(w->header("Content-Type"), "text/event-stream");
   auto s = parse_sse(w->body);

@@ -70,9 +70,9 @@ TEST(CompletionLogprobs, BodyAndChunkCarryTheObject) {
   CompletionLogprobs lp(piece);
   lp.add(two_tokens());
   const ojson obj = lp.take();
-  ojson body = ojson::parse(text_completion_body(meta("cmpl-1"), "Once upon", GenerationEnd::kLength, {}, obj));
+  ojson body = ojson::parse(text_completion_body(meta("cmpl-1"), "Once upon", FinishReason::kLength, {}, obj));
   EXPECT_EQ(body["choices"][0]["logprobs"], obj);
-  ojson plain = ojson::parse(text_completion_body(meta("cmpl-1"), "x", GenerationEnd::kLength, {}));
+  ojson plain = ojson::parse(text_completion_body(meta("cmpl-1"), "x", FinishReason::kLength, {}));
   EXPECT_TRUE(plain["choices"][0]["logprobs"].is_null());
   CompletionStream s(meta("cmpl-2"), StreamOptions{});
   EXPECT_FALSE(s.text("").has_value());
@@ -87,9 +87,9 @@ TEST(ChatLogprobs, BodyCarriesThemAndStreamsAttachToTheNextChunk) {
   out.feed("Once upon", 2);
   out.finish();
   ojson lp = chat_logprobs(chat_logprob_entries(two_tokens(), piece));
-  ojson body = ojson::parse(chat_completion_body(meta("chatcmpl-1"), out, GenerationEnd::kStop, {}, lp));
+  ojson body = ojson::parse(chat_completion_body(meta("chatcmpl-1"), out, FinishReason::kStop, {}, lp));
   EXPECT_EQ(body["choices"][0]["logprobs"], lp);
-  ojson plain = ojson::parse(chat_completion_body(meta("chatcmpl-1"), out, GenerationEnd::kStop, {}));
+  ojson plain = ojson::parse(chat_completion_body(meta("chatcmpl-1"), out, FinishReason::kStop, {}));
   EXPECT_FALSE(plain["choices"][0].contains("logprobs"));
 
   // Streaming: a piece held back (a possible "<think>" start) keeps its entries for the next chunk.
@@ -114,7 +114,7 @@ TEST(ChatLogprobs, BodyCarriesThemAndStreamsAttachToTheNextChunk) {
   EXPECT_EQ(keys, (std::vector<std::string>{"index", "delta", "logprobs", "finish_reason"}));
   // Entries still pending at the end ride on the finish chunk.
   s.text("", 0, ojson::array({entries[0]}));
-  auto end = s.finish(GenerationEnd::kStop, {});
+  auto end = s.finish(FinishReason::kStop, {});
   bool found = false;
   for (const std::string& c : end) {
     ojson j = ojson::parse(c);
@@ -187,7 +187,7 @@ std::vector<TokenLogprob> one_token(int32_t id, float logprob) { return {TokenLo
 
 gen::Finish finished(std::string_view text, std::vector<TokenLogprob> leftover = {}) {
   gen::Finish f;
-  f.end = GenerationEnd::kLength;
+  f.end = FinishReason::kLength;
   f.text = text;
   f.logprobs = std::move(leftover);
   return f;

@@ -44,7 +44,7 @@ TEST(OpenAiResponse, ChatCompletionBodyWithReasoning) {
   (void)out.feed("<think>\nhm\n</think>\n\n", 4);
   (void)out.feed("Hello \"world\"", 7);
   (void)out.finish();
-  std::string body = chat_completion_body(meta("chatcmpl-1"), out, GenerationEnd::kStop, stats());
+  std::string body = chat_completion_body(meta("chatcmpl-1"), out, FinishReason::kStop, stats());
   EXPECT_EQ(body, std::string(R"({"id":"chatcmpl-1","object":"chat.completion","created":1700000000,"model":"qwen3-0.6b",)"
                               R"("choices":[{"index":0,"message":{"role":"assistant","content":"Hello \"world\"","reasoning_content":"hm"},"finish_reason":"stop"}],)") +
                       kUsage + R"(,"completion_tokens_details":{"reasoning_tokens":4}},)" + kTimings + "}");
@@ -56,7 +56,7 @@ TEST(OpenAiResponse, ChatCompletionBodyWithToolCalls) {
   std::string call_id = ids.next("call_");  // the parser draws from the same seeded sequence
   (void)out.feed("<tool_call>\n<function=get_weather>\n<parameter=days>\n2\n</parameter>\n</function>\n</tool_call>", 11);
   (void)out.finish();
-  std::string body = chat_completion_body(meta("chatcmpl-2"), out, GenerationEnd::kStop, stats());
+  std::string body = chat_completion_body(meta("chatcmpl-2"), out, FinishReason::kStop, stats());
   EXPECT_EQ(body, std::string(R"({"id":"chatcmpl-2","object":"chat.completion","created":1700000000,"model":"qwen3-0.6b",)"
                               R"("choices":[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[{"id":")") +
                       call_id + R"(","type":"function","function":{"name":"get_weather","arguments":"{\"days\": 2}"}}]},"finish_reason":"tool_calls"}],)" +
@@ -65,37 +65,37 @@ TEST(OpenAiResponse, ChatCompletionBodyWithToolCalls) {
   ChatOutput cut(tool_options());
   (void)cut.feed("<tool_call>\n<function=get_weather>\n<parameter=days>\n2", 5);
   (void)cut.finish();
-  auto j = ojson::parse(chat_completion_body(meta("x"), cut, GenerationEnd::kLength, stats()));
+  auto j = ojson::parse(chat_completion_body(meta("x"), cut, FinishReason::kLength, stats()));
   EXPECT_EQ(j["choices"][0]["finish_reason"], "length");
   EXPECT_EQ(j["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"], R"({"days": 2})");
 }
 
 TEST(OpenAiResponse, TextCompletionBody) {
-  std::string body = text_completion_body(meta("cmpl-1"), "Once upon a time", GenerationEnd::kLength, stats());
+  std::string body = text_completion_body(meta("cmpl-1"), "Once upon a time", FinishReason::kLength, stats());
   EXPECT_EQ(body, std::string(R"({"id":"cmpl-1","object":"text_completion","created":1700000000,"model":"qwen3-0.6b",)"
                               R"("choices":[{"index":0,"text":"Once upon a time","logprobs":null,"finish_reason":"length"}],)") +
                       kUsage + "}," + kTimings + "}");
 }
 
 TEST(OpenAiResponse, FinishReasonsAndErrors) {
-  EXPECT_EQ(finish_reason(GenerationEnd::kStop, false), "stop");
-  EXPECT_EQ(finish_reason(GenerationEnd::kStop, true), "tool_calls");
-  EXPECT_EQ(finish_reason(GenerationEnd::kLength, true), "length");
-  EXPECT_EQ(finish_reason(GenerationEnd::kContext, false), "length");
-  EXPECT_FALSE(generation_error(GenerationEnd::kStop, "").has_value());
-  EXPECT_FALSE(generation_error(GenerationEnd::kContext, "").has_value());
-  auto timeout = generation_error(GenerationEnd::kTimeout, "");
+  EXPECT_EQ(finish_reason(FinishReason::kStop, false), "stop");
+  EXPECT_EQ(finish_reason(FinishReason::kStop, true), "tool_calls");
+  EXPECT_EQ(finish_reason(FinishReason::kLength, true), "length");
+  EXPECT_EQ(finish_reason(FinishReason::kContext, false), "length");
+  EXPECT_FALSE(generation_error(FinishReason::kStop, "").has_value());
+  EXPECT_FALSE(generation_error(FinishReason::kContext, "").has_value());
+  auto timeout = generation_error(FinishReason::kTimeout, "");
   ASSERT_TRUE(timeout.has_value());
   EXPECT_EQ(timeout->status, 504);
   EXPECT_EQ(timeout->code, "request_timeout");
   EXPECT_EQ(timeout->type, "server_error");
-  auto failed = generation_error(GenerationEnd::kError, "out of KV pages");
+  auto failed = generation_error(FinishReason::kError, "out of KV pages");
   ASSERT_TRUE(failed.has_value());
   EXPECT_EQ(failed->status, 500);
   EXPECT_EQ(failed->code, "engine_failed");
   EXPECT_EQ(failed->message, "out of KV pages");
-  EXPECT_EQ(generation_error(GenerationEnd::kCancelled, "")->status, 503);
-  auto late = generation_error(GenerationEnd::kError, "mask_timeout: the structured-output mask was not ready within 5000 ms");
+  EXPECT_EQ(generation_error(FinishReason::kCancelled, "")->status, 503);
+  auto late = generation_error(FinishReason::kError, "mask_timeout: the structured-output mask was not ready within 5000 ms");
   ASSERT_TRUE(late.has_value());
   EXPECT_EQ(late->status, 503);
   EXPECT_EQ(late->code, "mask_timeout");
@@ -126,7 +126,7 @@ TEST(OpenAiResponse, ChatStreamChunks) {
   EXPECT_EQ(s.text("<think>\nwhy", 2), std::vector<std::string>{delta(R"({"reasoning_content":"why"})")});
   EXPECT_EQ(s.text("</think>\n\nHi", 2), std::vector<std::string>{delta(R"({"content":"Hi"})")});
   EXPECT_TRUE(s.text("", 0).empty());
-  auto end = s.finish(GenerationEnd::kStop, stats());
+  auto end = s.finish(FinishReason::kStop, stats());
   ASSERT_EQ(end.size(), 2u);
   EXPECT_EQ(end[0], std::string(kHead) + R"("delta":{},"finish_reason":"stop"}],)" + kTimings + "}");
   EXPECT_EQ(end[1], std::string(R"({"id":"chatcmpl-9","object":"chat.completion.chunk","created":1700000000,"model":"qwen3-0.6b","choices":[],)") +
@@ -146,7 +146,7 @@ TEST(OpenAiResponse, ChatStreamToolCallDeltasAndNoExtras) {
   auto b = s.text("</function>\n</tool_call>", 2);
   ASSERT_EQ(b.size(), 1u);
   EXPECT_EQ(b[0], delta(R"({"tool_calls":[{"index":0,"function":{"arguments":"}"}}]})"));
-  auto end = s.finish(GenerationEnd::kStop, stats());
+  auto end = s.finish(FinishReason::kStop, stats());
   ASSERT_EQ(end.size(), 1u);  // no usage chunk without include_usage
   EXPECT_EQ(end[0], std::string(kHead) + R"("delta":{},"finish_reason":"tool_calls"}],)" + kTimings + "}");
 }
@@ -158,7 +158,7 @@ TEST(OpenAiResponse, CompletionStreamChunks) {
             head + R"("text":"","logprobs":null,"finish_reason":null}],"prompt_progress":{"total":5,"cache":0,"processed":5,"time_ms":3.0}})");
   EXPECT_EQ(*s.text(" there"), head + R"("text":" there","logprobs":null,"finish_reason":null}]})");
   EXPECT_FALSE(s.text("").has_value());
-  auto end = s.finish(GenerationEnd::kContext, stats());
+  auto end = s.finish(FinishReason::kContext, stats());
   ASSERT_EQ(end.size(), 2u);
   EXPECT_EQ(end[0], head + R"("text":"","logprobs":null,"finish_reason":"length"}],)" + kTimings + "}");
   EXPECT_EQ(end[1], std::string(R"({"id":"cmpl-3","object":"text_completion","created":1700000000,"model":"qwen3-0.6b","choices":[],)") + kUsage + "}}");

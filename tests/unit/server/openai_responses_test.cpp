@@ -334,7 +334,7 @@ TEST(ResponseEvents, ReasoningTextAndCallsInOrderWithSequenceNumbers) {
   stats.prompt_tokens = 100;
   stats.cached_tokens = 96;
   stats.completion_tokens = 20;
-  add(w.finish(GenerationEnd::kStop, stats, 3));
+  add(w.finish(FinishReason::kStop, stats, 3));
 
   std::vector<ojson> ev = payloads(all);
   const std::vector<std::string> expected = {
@@ -415,7 +415,7 @@ TEST(ResponseEvents, ReasoningTextAndCallsInOrderWithSequenceNumbers) {
   EXPECT_EQ(turn.tool_calls[1].name, "fs.read");
   // Nothing more after the end.
   EXPECT_TRUE(w.feed({text_part(OutputPart::Kind::kContent, "late")}).empty());
-  EXPECT_TRUE(w.finish(GenerationEnd::kStop, stats, 0).empty());
+  EXPECT_TRUE(w.finish(FinishReason::kStop, stats, 0).empty());
 }
 
 TEST(ResponseEvents, TokenLimitMakesTheResponseIncomplete) {
@@ -424,7 +424,7 @@ TEST(ResponseEvents, TokenLimitMakesTheResponseIncomplete) {
   (void)w.feed({text_part(OutputPart::Kind::kContent, "cut")});
   GenerationStats stats;
   stats.completion_tokens = 1;
-  std::vector<ojson> ev = payloads(w.finish(GenerationEnd::kLength, stats, 0));
+  std::vector<ojson> ev = payloads(w.finish(FinishReason::kLength, stats, 0));
   ASSERT_EQ(ev.size(), 4u);
   EXPECT_EQ(ev[2]["item"]["status"], "incomplete");
   EXPECT_EQ(ev[3]["type"], "response.incomplete");
@@ -471,7 +471,7 @@ TEST(ResponseEvents, FromChatOutputWithQwenToolCall) {
   }
   auto more = w.feed(out.finish());
   all.insert(all.end(), more.begin(), more.end());
-  more = w.finish(GenerationEnd::kStop, GenerationStats{}, out.reasoning_tokens());
+  more = w.finish(FinishReason::kStop, GenerationStats{}, out.reasoning_tokens());
   all.insert(all.end(), more.begin(), more.end());
   const std::vector<ojson> ev = payloads(all);
   const ojson& resp = ev.back()["response"];
@@ -506,7 +506,7 @@ TEST(ResponseEvents, RandomPartSequencesKeepTheInvariants) {
       auto more = w.feed(parts);
       all.insert(all.end(), more.begin(), more.end());
     }
-    const GenerationEnd end = rng() % 2 ? GenerationEnd::kStop : GenerationEnd::kLength;
+    const FinishReason end = rng() % 2 ? FinishReason::kStop : FinishReason::kLength;
     auto more = w.finish(end, GenerationStats{}, 0);
     all.insert(all.end(), more.begin(), more.end());
     std::vector<ojson> ev = payloads(all);
@@ -529,7 +529,7 @@ TEST(ResponseEvents, RandomPartSequencesKeepTheInvariants) {
     }
     ASSERT_EQ(open, -1);
     const ojson& resp = ev.back()["response"];
-    EXPECT_EQ(ev.back()["type"], end == GenerationEnd::kStop ? "response.completed" : "response.incomplete");
+    EXPECT_EQ(ev.back()["type"], end == FinishReason::kStop ? "response.completed" : "response.incomplete");
     EXPECT_EQ(resp["output"], ojson(done_items));
   }
 }
