@@ -262,14 +262,15 @@ int run_bench(BenchArgs a) {
                           {"cpu_ms", p.cpu_seconds * 1e3 / n},
                           {"forwards", p.forwards}};
   };
-  // Decode's memory traffic: the weights a step reads plus the KV of the positions it attends to
-  // (depth + positions 1..N for tgN, so depth + (N + 1) / 2 on average), at the median rate.
+  // Decode's memory traffic: the weights a step reads (only the selected experts of a MoE layer),
+  // the recurrent state read and written, plus the KV of the positions it attends to (depth +
+  // positions 1..N for tgN, so depth + (N + 1) / 2 on average), at the median rate.
   const double kv_per_token = static_cast<double>(kv->page_bytes()) / kKvPageTokens;
   auto mean_context = [&](const BenchResult& r) {
     return static_cast<double>(a.depth) + static_cast<double>(r.n_tokens + 1) / 2.0;
   };
   auto decode_bytes = [&](const BenchResult& r) {
-    return static_cast<double>(mm.decode_read) + kv_per_token * mean_context(r);
+    return static_cast<double>(mm.decode_read + mm.decode_state) + kv_per_token * mean_context(r);
   };
   auto is_decode = [](const BenchResult& r) { return r.test.rfind("tg", 0) == 0; };
   if (a.json) {
@@ -337,11 +338,11 @@ int run_bench(BenchArgs a) {
               format_bytes(mm.weights_mapped).c_str(), format_bytes(other).c_str());
   for (const auto& r : results) {
     if (!is_decode(r)) continue;
-    std::printf("decode %s: %s read per token (weights %s + KV %s at mean context %.1f) = %.2f GB/s at %.2f tok/s; "
-                "compare with bench_matmul's membw (bench/decode_bandwidth.sh)\n",
+    std::printf("decode %s: %s read per token (weights %s + recurrent state %s + KV %s at mean context %.1f) = %.2f "
+                "GB/s at %.2f tok/s; compare with bench_matmul's membw (bench/decode_bandwidth.sh)\n",
                 r.test.c_str(), format_bytes(static_cast<uint64_t>(decode_bytes(r))).c_str(),
-                format_bytes(mm.decode_read).c_str(),
-                format_bytes(static_cast<uint64_t>(decode_bytes(r)) - mm.decode_read).c_str(),
+                format_bytes(mm.decode_read).c_str(), format_bytes(mm.decode_state).c_str(),
+                format_bytes(static_cast<uint64_t>(decode_bytes(r)) - mm.decode_read - mm.decode_state).c_str(),
                 mean_context(r), decode_bytes(r) * r.median * 1e-9, r.median);
   }
   if (const std::string tuned = decode_prefetch_summary(); !tuned.empty())

@@ -50,6 +50,8 @@ struct ServeArgs {
   bool persistent_cache = false;
   std::string cache_write_behind;  // hidden: tests shorten the write-behind delay
   std::string drafter_watch;       // hidden: tests shorten the paired-drafter poll
+  std::string mask_timeout = "5s";
+  std::string test_mask_delay;     // hidden: tests make structured-output masks late on purpose
 };
 
 int serve_usage_error(const std::string& msg) {
@@ -177,6 +179,14 @@ int to_options(const ServeArgs& a, app::ServeOptions& o) {
     auto d = app::parse_duration(a.drafter_watch, "--drafter-watch");
     if (!d.ok()) return serve_usage_error(d.error_message());
     o.drafter_watch = *d;
+  }
+  auto mask_timeout = app::parse_duration(a.mask_timeout, "--mask-timeout");
+  if (!mask_timeout.ok()) return serve_usage_error(mask_timeout.error_message());
+  o.mask_timeout = *mask_timeout;
+  if (!a.test_mask_delay.empty()) {
+    auto d = app::parse_duration(a.test_mask_delay, "--test-mask-delay");
+    if (!d.ok()) return serve_usage_error(d.error_message());
+    o.test_mask_delay = *d;
   }
   return 0;
 }
@@ -315,11 +325,18 @@ Runner register_serve(CLI::App& app) {
                "Let the system sleep while requests run; otherwise a systemd-inhibit sleep lock is held while "
                "requests run, where systemd-inhibit and logind are available (default: off)")
       ->group(kReq);
+  app.add_option("--mask-timeout", a->mask_timeout,
+                 "DURATION: how long a structured-output token mask may take before the request fails with "
+                 "503 mask_timeout (default: 5s)")
+      ->group(kReq);
   // Not in --help (an empty group hides it): the persistent cache's write-behind delay, for tests.
   app.add_option("--cache-write-behind", a->cache_write_behind, "DURATION: write-behind delay (default: 10s)")
       ->group("");
   app.add_option("--drafter-watch", a->drafter_watch,
                  "DURATION: how often --spec auto on lookup looks for the model's DFlash drafter (default: 5s)")
+      ->group("");
+  app.add_option("--test-mask-delay", a->test_mask_delay,
+                 "DURATION: added before every structured-output mask, to test --mask-timeout (default: none)")
       ->group("");
   return [a] {
     app::ServeOptions o;

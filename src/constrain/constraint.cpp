@@ -1,5 +1,7 @@
 #include "constrain/constraint.h"
 
+#include <thread>
+
 #include "constrain/gbnf.h"
 #include "constrain/regex.h"
 
@@ -31,6 +33,12 @@ Result<Grammar> build(const ConstraintSpec& spec) {
     auto rule = add_tool_calls(tools, spec.tool_format, spec.parallel_calls, b);
     if (!rule) return rule.error();
     body = b.ref(*rule);
+    if (spec.calls_after_text) {
+      // Its own rule, so its states' masks are shared by every request (mask_cache.h).
+      const int32_t text = b.declare_rule("text");
+      b.define_rule(text, b.text_without(kToolCallOpener));
+      body = b.seq({b.ref(text), b.optional(body)});
+    }
   } else {
     auto rule = add_gbnf(spec.text, b);
     if (!rule) return rule.error();
@@ -59,6 +67,7 @@ std::string key_of(const ConstraintSpec& s) {
   k += static_cast<char>('0' + static_cast<int>(s.reasoning));
   k += static_cast<char>('0' + static_cast<int>(s.tool_format));
   k += s.parallel_calls ? 'p' : 's';
+  k += s.calls_after_text ? 'a' : 'f';
   k += s.think_open + '\x1f' + s.think_close + '\x1f' + s.text;
   return k;
 }
@@ -90,16 +99,62 @@ Result<std::shared_ptr<const Grammar>> ConstraintCompiler::grammar(const Constra
   return g;
 }
 
+ConstraintCompiler::~ConstraintCompiler() {
+  if (warm_.joinable()) warm_.join();
+}
+
+void warm_shared_json_states(MaskCache& cache) {
+  // Any value (string, number, literals, object, array) and a length-bounded string.
+  const auto schema = nlohmann::ordered_json::parse(
+      R"({"type":"array","items":{"anyOf":[true,{"type":"string","maxLength":64}]}})");
+  auto g = compile_json_schema(schema);
+  SPLASH_CHECK(g.ok());
+  const Grammar& grammar = **g;
+  const Pda pda(grammar);
+  for (int32_t s = 0; s < static_cast<int32_t>(grammar.states.size()); ++s) {
+    if (grammar.has_edges(s)) cache.get(pda, s);
+  }
+  for (const Grammar::Counter& k : grammar.counters) {
+    // Every state of the character rule (a token may stop inside a character).
+    std::vector<int32_t> stack{grammar.rules[k.item].start};
+    std::vector<char> seen(grammar.states.size(), 0);
+    seen[stack[0]] = 1;
+    while (!stack.empty()) {
+      const int32_t s = stack.back();
+      stack.pop_back();
+      if (grammar.has_edges(s)) cache.get_counted(pda, s, k, 1);
+      const Grammar::State& st = grammar.states[s];
+      for (uint32_t i = st.edges_begin; i < st.edges_end; ++i) {
+        if (!seen[grammar.edges[i].to]) {
+          seen[grammar.edges[i].to] = 1;
+          stack.push_back(grammar.edges[i].to);
+        }
+      }
+    }
+  }
+}
+
 std::shared_ptr<MaskCache> ConstraintCompiler::mask_cache() {
   std::lock_guard lock(mu_);
-  if (!cache_) cache_ = std::make_shared<MaskCache>(std::make_shared<const Vocabulary>(make_vocabulary_()));
+  if (!cache_) {
+    cache_ = std::make_shared<MaskCache>(std::make_shared<const Vocabulary>(make_vocabulary_()));
+    warm_ = std::thread([cache = cache_] { warm_shared_json_states(*cache); });
+  }
   return cache_;
 }
 
 Result<std::shared_ptr<Matcher>> ConstraintCompiler::matcher(const ConstraintSpec& spec) {
   auto g = grammar(spec);
   if (!g) return g.error();
-  return std::make_shared<Matcher>(*g, mask_cache());
+  auto m = std::make_shared<Matcher>(*g, mask_cache());
+  std::lock_guard lock(mu_);
+  m->set_timing(timing_);
+  return m;
+}
+
+void ConstraintCompiler::set_timing(Matcher::Timing t) {
+  std::lock_guard lock(mu_);
+  timing_ = t;
 }
 
 size_t ConstraintCompiler::cached_grammars() const {

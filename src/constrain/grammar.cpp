@@ -82,11 +82,33 @@ GrammarBuilder::ExprId GrammarBuilder::until(std::string_view terminator) {
   return add(std::move(e));
 }
 
+GrammarBuilder::ExprId GrammarBuilder::text_without(std::string_view terminator) {
+  const ExprId id = until(terminator);
+  exprs_[id].min = 1;
+  return id;
+}
+
 GrammarBuilder::ExprId GrammarBuilder::ref(int32_t rule) {
   Expr e;
   e.kind = Expr::Kind::kRef;
   e.rule = rule;
   return add(std::move(e));
+}
+
+GrammarBuilder::ExprId GrammarBuilder::counted(ExprId item, int32_t lo, int32_t hi) {
+  if ((hi >= 0 ? hi : lo) <= kCountFrom) return repeat(item, lo, hi);
+  if (hi >= 0 && hi < lo) return nothing();
+  const int32_t item_rule = declare_rule("char");
+  define_rule(item_rule, item);
+  Expr e;
+  e.kind = Expr::Kind::kCount;
+  e.kids = {repeat(item, lo, hi)};
+  e.min = lo;
+  e.max = hi;
+  e.rule = item_rule;
+  const int32_t rule = declare_rule("count");
+  define_rule(rule, add(std::move(e)));
+  return ref(rule);
 }
 
 // --- compilation ----------------------------------------------------------------------------------
@@ -140,6 +162,9 @@ Fragment build_fragment(const GrammarBuilder& b, GrammarBuilder::ExprId id, Nfa&
     case Kind::kRef:
       nfa.nodes[s].calls.push_back({e.rule, t});
       break;
+    case Kind::kCount:
+      SPLASH_CHECK(false && "a counting expression is always a whole rule body");
+      break;
     case Kind::kUntil: {
       // The matcher of the terminator (Knuth-Morris-Pratt): node i = i bytes of it matched.
       const std::string& p = e.text;
@@ -163,8 +188,10 @@ Fragment build_fragment(const GrammarBuilder& b, GrammarBuilder::ExprId id, Nfa&
           to[j].add(static_cast<uint8_t>(c));
         }
         for (size_t j = 0; j <= k; ++j) {
-          if (!to[j].empty()) nfa.nodes[node[i]].bytes.push_back({to[j], j == k ? t : node[j]});
+          if (to[j].empty() || (j == k && e.min == 1)) continue;
+          nfa.nodes[node[i]].bytes.push_back({to[j], j == k ? t : node[j]});
         }
+        if (e.min == 1) nfa.nodes[node[i]].eps.push_back(t);  // text_without: may end anywhere
       }
       break;
     }
@@ -355,6 +382,28 @@ int32_t determinize(const Nfa& nfa, Fragment f, Grammar& g) {
   return start;
 }
 
+// Whether the automaton from `start` reads exactly one character: no calls, not empty, and no
+// accepting state reads on (so a token's bytes split into characters one way only).
+bool one_character(const Grammar& g, int32_t start) {
+  if (g.states[start].accepting) return false;
+  std::vector<int32_t> stack{start};
+  std::vector<char> seen(g.states.size(), 0);
+  seen[start] = 1;
+  while (!stack.empty()) {
+    const Grammar::State& st = g.states[stack.back()];
+    stack.pop_back();
+    if (st.calls_begin != st.calls_end) return false;
+    if (st.accepting && st.edges_begin != st.edges_end) return false;
+    for (uint32_t i = st.edges_begin; i < st.edges_end; ++i) {
+      if (!seen[g.edges[i].to]) {
+        seen[g.edges[i].to] = 1;
+        stack.push_back(g.edges[i].to);
+      }
+    }
+  }
+  return true;
+}
+
 }  // namespace
 
 Result<Grammar> GrammarBuilder::build(int32_t root) const {
@@ -374,7 +423,7 @@ Result<Grammar> GrammarBuilder::build(int32_t root) const {
     while (!exprs.empty()) {
       const Expr& e = exprs_[exprs.back()];
       exprs.pop_back();
-      if (e.kind == Kind::kRef && !reachable[e.rule]) {
+      if ((e.kind == Kind::kRef || e.kind == Kind::kCount) && !reachable[e.rule]) {
         reachable[e.rule] = 1;
         work.push_back(e.rule);
       }
@@ -386,9 +435,25 @@ Result<Grammar> GrammarBuilder::build(int32_t root) const {
   g.root = root;
   g.rules.resize(n_rules);
   for (int32_t r = 0; r < n_rules; ++r) g.rules[r].name = rule_names_[r];
+  // Counting rules go last: each checks that its item's automaton reads exactly one character.
+  std::stable_partition(order.begin(), order.end(), [&](int32_t r) { return exprs_[rule_bodies_[r]].kind != Kind::kCount; });
   for (int32_t r : order) {
+    const Expr& body = exprs_[rule_bodies_[r]];
+    if (body.kind == Kind::kCount && one_character(g, g.rules[body.rule].start)) {
+      g.rules[r].start = static_cast<int32_t>(g.states.size());
+      Grammar::State st;
+      st.accepting = true;
+      st.counter = static_cast<int32_t>(g.counters.size());
+      st.calls_begin = static_cast<uint32_t>(g.calls.size());
+      g.calls.push_back({body.rule, g.rules[r].start});
+      st.calls_end = static_cast<uint32_t>(g.calls.size());
+      st.edges_begin = st.edges_end = static_cast<uint32_t>(g.edges.size());
+      g.states.push_back(st);
+      g.counters.push_back({body.rule, body.min, body.max, ByteSet()});
+      continue;
+    }
     Nfa nfa;
-    const Fragment f = build_fragment(*this, rule_bodies_[r], nfa);
+    const Fragment f = build_fragment(*this, body.kind == Kind::kCount ? body.kids[0] : rule_bodies_[r], nfa);
     if (nfa.too_big) return make_error("grammar too large: rule '", rule_names_[r], "' needs over ", Grammar::kMaxStates,
                                        " states (a large bounded repetition, e.g. maxLength or maxItems?)");
     g.rules[r].start = determinize(nfa, f, g);
@@ -445,7 +510,7 @@ Result<Grammar> GrammarBuilder::build(int32_t root) const {
     while (!stack.empty()) {
       const auto& st = g.states[stack.back()];
       stack.pop_back();
-      if (st.accepting) reaches_end = true;
+      if (st.accepting && (st.counter < 0 || g.counters[st.counter].lo == 0)) reaches_end = true;
       for (uint32_t i = st.calls_begin; i < st.calls_end; ++i) {
         const auto& c = g.calls[i];
         on_call(c);
@@ -487,9 +552,43 @@ Result<Grammar> GrammarBuilder::build(int32_t root) const {
       }
     }
   }
+  g.compute_follow_sets();
   g.compute_state_keys();
   g.build_dense_tables();
   return g;
+}
+
+void Grammar::compute_follow_sets() {
+  // The bytes that may start what comes after a call returns to `to`. A state where that part may
+  // already end depends on the caller's caller: every byte, which keeps the set a superset.
+  auto first_bytes = [&](int32_t to) {
+    ByteSet set;
+    std::vector<int32_t> stack{to};
+    std::vector<char> seen(states.size(), 0);
+    seen[to] = 1;
+    while (!stack.empty()) {
+      const State& st = states[stack.back()];
+      stack.pop_back();
+      if (st.accepting) return ByteSet::all();
+      for (uint32_t i = st.edges_begin; i < st.edges_end; ++i) set.add(ByteSet::range(edges[i].lo, edges[i].hi));
+      for (uint32_t i = st.calls_begin; i < st.calls_end; ++i) {
+        for (int32_t next : {rules[calls[i].rule].start, calls[i].to}) {
+          if (!seen[next]) {
+            seen[next] = 1;
+            stack.push_back(next);
+          }
+        }
+      }
+    }
+    return set;
+  };
+  for (Counter& k : counters) k.follow = ByteSet();
+  for (const State& st : states) {
+    for (uint32_t i = st.calls_begin; i < st.calls_end; ++i) {
+      const int32_t counter = states[rules[calls[i].rule].start].counter;
+      if (counter >= 0) counters[counter].follow.add(first_bytes(calls[i].to));
+    }
+  }
 }
 
 void Grammar::build_dense_tables() {
@@ -545,6 +644,12 @@ void Grammar::compute_state_keys() {
       const State& st = states[queue[qi]];
       // A state of a called rule ends that rule, not this one: mark where each ends.
       mix(st.accepting ? 0xA0 + (rule_of[queue[qi]] == static_cast<int32_t>(r) ? 1 : 0) : 0xB);
+      if (st.counter >= 0) {
+        mix(0xE0);
+        for (uint64_t w : counters[st.counter].follow.bits) mix(w);
+        mix(static_cast<uint32_t>(counters[st.counter].lo));
+        mix(static_cast<uint32_t>(counters[st.counter].hi));
+      }
       for (uint32_t i = st.edges_begin; i < st.edges_end; ++i) {
         mix((uint64_t{edges[i].lo} << 8) | edges[i].hi);
         mix(id_of(edges[i].to));

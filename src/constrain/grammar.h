@@ -6,8 +6,11 @@
 //   deterministic, so a handful of parallel stacks suffice and a byte step is a table lookup.
 // - Left recursion is refused at build time (a pushdown automaton would recurse forever on it);
 //   GBNF users write `x ::= y ("," y)*` instead, as llama.cpp also requires.
-// - Bounded repetition is unrolled; build() refuses a grammar whose automata would pass
-//   kMaxStates, so a huge maxLength is a clear error rather than a slow server.
+// - Bounded repetition is unrolled, except a long repetition of one character (a string's
+//   maxLength, a regex's {m,n} over a class): that is a counting rule (counted()), one state whose
+//   count rides on the stack, so every position shares one token table (mask_cache.h) instead of
+//   costing a trie walk each. build() refuses a grammar whose automata would pass kMaxStates, so a
+//   huge repetition of anything else is a clear error rather than a slow server.
 #pragma once
 
 #include <cstdint>
@@ -53,6 +56,16 @@ struct Grammar {
     int32_t table = -1;                       // states with many edges: 256 targets at dense[table * 256]
     uint32_t calls_begin = 0, calls_end = 0;  // into calls
     bool accepting = false;                   // the rule may end here
+    int32_t counter = -1;                     // a counting state: counters[counter] (pda.h)
+  };
+  // A counting rule's one state: it calls `item` (one character: never empty, and no accepting
+  // state of it reads on) while its count is below `hi` and may end once the count reaches `lo`.
+  // Its `accepting` flag says "may end" for the static analyses; the run checks the count.
+  struct Counter {
+    int32_t item;   // the rule of one character
+    int32_t lo;
+    int32_t hi;     // < 0: unbounded (the count then stops at lo, where it no longer matters)
+    ByteSet follow;  // bytes that may come right after the repetition, wherever it is called (a superset)
   };
   struct Rule {
     std::string name;
@@ -63,6 +76,7 @@ struct Grammar {
   std::vector<Edge> edges;
   std::vector<Call> calls;
   std::vector<Rule> rules;
+  std::vector<Counter> counters;
   std::vector<int32_t> dense;  // per-byte targets of states with kDenseEdges edges or more (-1: none)
   int32_t root = 0;  // the rule a whole output must match
   static constexpr uint32_t kDenseEdges = 4;
@@ -84,6 +98,7 @@ struct Grammar {
   std::vector<uint64_t> state_keys;
 
   void compute_state_keys();
+  void compute_follow_sets();
   void build_dense_tables();
 };
 
@@ -110,21 +125,28 @@ class GrammarBuilder {
   ExprId star(ExprId item) { return repeat(item, 0, -1); }
   ExprId plus(ExprId item) { return repeat(item, 1, -1); }
   ExprId ref(int32_t rule);
+  // `item` repeated lo..hi times (hi < 0: unbounded) where item matches exactly one character (a
+  // byte class, a UTF-8 sequence, an escape). Long repetitions become a counting rule (Grammar::
+  // Counter); short ones, or an item that is not one character, are unrolled as repeat() does.
+  ExprId counted(ExprId item, int32_t lo, int32_t hi);
+  static constexpr int32_t kCountFrom = 8;  // repetitions up to this many are unrolled
   // Any bytes up to and including the first `terminator` (non-empty): "<think>" ... "</think>".
   ExprId until(std::string_view terminator);
+  // Any bytes that do not contain `terminator` (non-empty), the empty string included.
+  ExprId text_without(std::string_view terminator);
 
   // Compiles every rule reachable from `root`. Fails on undefined rules, left recursion, a grammar
   // that matches nothing, or one larger than Grammar::kMaxStates.
   Result<Grammar> build(int32_t root) const;
 
   struct Expr {
-    enum class Kind : uint8_t { kEmpty, kNothing, kBytes, kSeq, kAlt, kRepeat, kRef, kUntil };
+    enum class Kind : uint8_t { kEmpty, kNothing, kBytes, kSeq, kAlt, kRepeat, kRef, kUntil, kCount };
     Kind kind = Kind::kEmpty;
     ByteSet set;                 // kBytes
-    std::vector<ExprId> kids;    // kSeq, kAlt, kRepeat (one)
-    int32_t min = 0, max = 0;    // kRepeat
-    int32_t rule = -1;           // kRef
-    std::string text;            // kUntil
+    std::vector<ExprId> kids;    // kSeq, kAlt, kRepeat (one), kCount (the unrolled fallback)
+    int32_t min = 0, max = 0;    // kRepeat, kCount
+    int32_t rule = -1;           // kRef, kCount (the item's rule; kCount is always a rule's whole body)
+    std::string text;            // kUntil (min 1: text_without, the terminator never read)
   };
   const Expr& expr(ExprId id) const { return exprs_[id]; }
 

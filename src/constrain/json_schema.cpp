@@ -383,7 +383,7 @@ class Compiler {
     if (!has_len) return b_.ref(string_rule());
     if (lo > 10000 || hi > 10000) return fail(path, "'minLength'/'maxLength' above 10000 are not supported");
     return b_.seq({b_.literal("\""),
-                   b_.repeat(any_char(RegexTarget::kJsonString, b_), static_cast<int32_t>(lo), static_cast<int32_t>(hi)),
+                   b_.counted(any_char(RegexTarget::kJsonString, b_), static_cast<int32_t>(lo), static_cast<int32_t>(hi)),
                    b_.literal("\"")});
   }
 

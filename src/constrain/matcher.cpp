@@ -19,7 +19,8 @@ Matcher::Matcher(const Matcher& o)
       history_(o.history_),
       ended_(o.ended_),
       memo_(o.memo_),
-      memo_next_(o.memo_next_) {}
+      memo_next_(o.memo_next_),
+      timing_(o.timing_) {}
 
 bool Matcher::is_stop(int32_t token) const {
   const auto& stops = cache_->vocab().stop_tokens();
@@ -83,8 +84,14 @@ void Matcher::compute_mask(const Config& c, uint64_t* mask) const {
   const Vocabulary& vocab = cache_->vocab();
   const size_t words = vocab.mask_words();
   std::memset(mask, 0, words * sizeof(uint64_t));
+  const Grammar& g = *grammar_;
   for (const Frame& f : c.frames) {
-    const auto entry = cache_->get(pda_, f.state);
+    // A character of a counting rule: its entry depends on the count, held below the return frame.
+    const Frame* ret = f.parent >= 0 ? &arena_[f.parent] : nullptr;
+    const int32_t counter = ret != nullptr && ret->state >= 0 ? g.states[ret->state].counter : -1;
+    const auto entry = counter >= 0
+                           ? cache_->get_counted(pda_, f.state, g.counters[counter], arena_.count_of(ret->parent).count)
+                           : cache_->get(pda_, f.state);
     const uint64_t* acc = entry->accepted.data();
     for (size_t w = 0; w < words; ++w) mask[w] |= acc[w];
     check_uncertain(f, *entry, mask);

@@ -12,6 +12,7 @@
 // cache are shared.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -45,6 +46,15 @@ class Matcher {
   Matcher fork() const { return Matcher(*this); }
   const Vocabulary& vocab() const { return cache_->vocab(); }
 
+  // How long the engine waits for a mask computed ahead (mask_worker.h) before it fails the request
+  // (503 mask_timeout), and a delay added to each one (a test hook). Set by the ConstraintCompiler.
+  struct Timing {
+    std::chrono::microseconds mask_timeout = std::chrono::seconds(5);
+    std::chrono::microseconds test_delay{0};
+  };
+  const Timing& timing() const { return timing_; }
+  void set_timing(Timing t) { timing_ = t; }
+
   // The slow reference: tries every token from the current position, one byte at a time.
   void fill_mask_reference(uint64_t* mask) const;
 
@@ -69,6 +79,7 @@ class Matcher {
   static constexpr size_t kMemoSize = 4;
   mutable std::vector<Memo> memo_;
   mutable size_t memo_next_ = 0;
+  Timing timing_;
 };
 
 }  // namespace splash::constrain

@@ -30,20 +30,34 @@ void Pda::close(Frame seed, FrameArena& arena, Config& out) const {
     const bool edges = st.edges_begin != st.edges_end;
     if (edges ? contains(out.frames, f) : contains(through, f)) continue;
     (edges ? out.frames : through).push_back(f);
+    if (st.counter >= 0) {
+      // Another character while the count is below hi; the end once it reaches lo.
+      const Grammar::Counter& k = g_.counters[st.counter];
+      const FrameArena::Count c = arena.count_of(f.parent);
+      if (k.hi < 0 || c.count < k.hi) {
+        const int32_t next = k.hi < 0 ? std::min(c.count + 1, k.lo) : c.count + 1;
+        const int32_t ret = arena.intern({f.state, arena.intern_count(next, c.below)});
+        work.push_back({g_.rules[k.item].start, ret});
+      }
+      if (c.count >= k.lo) end_rule(c.below, arena, out, work);
+      continue;
+    }
     for (uint32_t i = st.calls_begin; i < st.calls_end; ++i) {
       const Grammar::Call& c = g_.calls[i];
       const int32_t ret = arena.intern({c.to, f.parent});
       work.push_back({g_.rules[c.rule].start, ret});
     }
-    if (st.accepting) {
-      if (f.parent == kRoot) {
-        out.can_end = true;
-      } else if (f.parent == kOpen) {
-        out.escaped = true;
-      } else {
-        work.push_back(arena[f.parent]);
-      }
-    }
+    if (st.accepting) end_rule(f.parent, arena, out, work);
+  }
+}
+
+void Pda::end_rule(int32_t parent, const FrameArena& arena, Config& out, std::vector<Frame>& work) const {
+  if (parent == kRoot) {
+    out.can_end = true;
+  } else if (parent == kOpen) {
+    out.escaped = true;
+  } else {
+    work.push_back(arena[parent]);
   }
 }
 

@@ -24,10 +24,24 @@ constexpr int32_t kRoot = -1;
 // the entry does not know (mask_cache.h).
 constexpr int32_t kOpen = -2;
 
+// A counting state's frame keeps its count in its parent: a count frame {kCountBase - count, below}
+// sits between it and the real stack below (Grammar::Counter).
+constexpr int32_t kCountBase = -16;
+
 // Interned return frames. Ids only grow; an arena lives as long as the configs that use it.
 class FrameArena {
  public:
   int32_t intern(Frame f);
+  // The count a counting state's frame holds in `parent`, and the stack below it.
+  struct Count {
+    int32_t count;
+    int32_t below;
+  };
+  Count count_of(int32_t parent) const {
+    if (parent >= 0 && frames_[parent].state <= kCountBase) return {kCountBase - frames_[parent].state, frames_[parent].parent};
+    return {0, parent};
+  }
+  int32_t intern_count(int32_t count, int32_t below) { return intern({kCountBase - count, below}); }
   const Frame& operator[](int32_t id) const { return frames_[id]; }
   size_t size() const { return frames_.size(); }
   void clear() {
@@ -67,6 +81,8 @@ class Pda {
   // Adds `f` and everything reachable from it without reading a byte (calls entered, ended rules
   // returned from) to `out`.
   void close(Frame f, FrameArena& arena, Config& out) const;
+  // The rule of a frame over `parent` ended: return to it (or end the output / escape the walk).
+  void end_rule(int32_t parent, const FrameArena& arena, Config& out, std::vector<Frame>& work) const;
 
   const Grammar& g_;
 };

@@ -243,7 +243,7 @@ class Parser {
       // A lazy quantifier matches the same language; a possessive one does not.
       if (pos_ < p_.size() && p_[pos_] == '?') ++pos_;
       else if (pos_ < p_.size() && p_[pos_] == '+') return fail("possessive quantifiers are not supported");
-      item = b_.repeat(item, min, max);
+      item = b_.counted(item, min, max);
     }
     return item;
   }

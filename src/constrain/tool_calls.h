@@ -7,6 +7,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -17,6 +18,9 @@
 namespace splash::constrain {
 
 enum class ToolCallFormat : uint8_t { kJson, kXml };
+
+// Every call, in both formats, opens with this.
+inline constexpr std::string_view kToolCallOpener = "<tool_call>";
 
 struct ToolSpec {
   std::string name;

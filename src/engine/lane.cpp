@@ -43,6 +43,10 @@ Result<std::unique_ptr<Lane>> Lane::create(uint64_t id, EngineRequest request, E
   std::unique_ptr<Lane> lane(new Lane(id, std::move(request), std::move(callback), tokenizer, std::move(*sampler),
                                       std::move(*stops), max_context));
   lane->n_vocab_ = n_vocab;
+  if (lane->request_.constraint) {
+    lane->mask_worker_ = std::make_unique<constrain::MaskWorker>(lane->request_.constraint,
+                                                                 lane->request_.constraint->timing().test_delay);
+  }
   return lane;
 }
 
@@ -152,13 +156,21 @@ Lane::Step Lane::on_logits(std::span<float> logits, EngineClock::time_point now,
   }
   if (request_.constraint) {
     constrain::Matcher& m = *request_.constraint;
+    // Started when the last token was accepted (the first one here); the matcher is the worker's
+    // until the mask is back.
+    mask_worker_->start();
+    const uint64_t* mask = mask_worker_->wait(m.timing().mask_timeout);
+    if (mask == nullptr) {
+      step.finish = FinishReason::kError;
+      step.error = str_cat(constrain::kMaskTimeoutError, ": the structured-output mask was not ready within ",
+                           m.timing().mask_timeout.count() / 1000, " ms");
+      return step;
+    }
     if (m.must_end()) {  // the output is complete: nothing but an end may follow
       step.finish = FinishReason::kStop;
       return step;
     }
-    mask_.resize(m.vocab().mask_words());
-    m.fill_mask(mask_.data());
-    row_apply_mask(logits, mask_.data());
+    row_apply_mask(logits, mask);
   }
   auto sampled = verify_row(sampler_, logits, proposal);
   if (!sampled.ok()) {
@@ -202,6 +214,7 @@ Lane::Step Lane::on_logits(std::span<float> logits, EngineClock::time_point now,
     // The new token would go to position ctx.size() - 1, past the last one the model has.
     step.finish = FinishReason::kContext;
   }
+  if (mask_worker_ && !step.finish) mask_worker_->start();  // the next mask, while the forward pass runs
   return step;
 }
 

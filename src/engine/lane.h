@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "constrain/mask_worker.h"
 #include "engine/scheduler.h"
 #include "model/model.h"
 #include "sampling/sampler.h"
@@ -172,7 +173,9 @@ class Lane {
   DraftBudget budget_;                // proposals to ask for, from how the last ones fared
   int64_t n_observed_ = 0;            // ctx_ tokens the drafter has seen
   int64_t n_vocab_ = 0;
-  std::vector<uint64_t> mask_;        // [n_vocab / 64] tokens the constraint allows now
+  // The constraint's next mask, computed on a helper thread from each accepted token on, so it
+  // overlaps the forward pass; null without a constraint.
+  std::unique_ptr<constrain::MaskWorker> mask_worker_;
 
   EngineClock::time_point submitted_, admitted_, first_token_, last_token_;
 };

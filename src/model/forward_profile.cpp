@@ -19,6 +19,10 @@ const char* forward_op_name(ForwardOp op) {
     case ForwardOp::kResidual: return "residual add";
     case ForwardOp::kLogits: return "logits (norm + output matmul)";
     case ForwardOp::kLinearAttention: return "gated deltanet (conv, delta rule)";
+    case ForwardOp::kLinearMatmul: return "gated deltanet projections";
+    case ForwardOp::kRouter: return "moe router + top-k";
+    case ForwardOp::kExperts: return "moe experts (decode: + shared)";
+    case ForwardOp::kSharedExpert: return "moe shared expert";
     case ForwardOp::kCount: break;
   }
   return "?";

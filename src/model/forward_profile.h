@@ -22,7 +22,7 @@ namespace splash {
 enum class ForwardOp : uint8_t {
   kEmbedding,   // token embedding lookup
   kNorm,        // RMSNorm (block inputs, q/k norm)
-  kMatmul,      // q/k/v, o, gate/up, down projections (biases included)
+  kMatmul,      // q/k/v, o, dense gate/up, down projections (biases included)
   kCopy,        // splitting the fused q/k/v output into per-head rows
   kRope,        // rotary embedding of q and k
   kKvStore,     // K/V rows encoded into the KV pages
@@ -31,6 +31,11 @@ enum class ForwardOp : uint8_t {
   kResidual,    // residual adds
   kLogits,      // final norm, output projection and the copy into ForwardOutput
   kLinearAttention,  // Gated DeltaNet: conv, q/k norms, gates, delta rule, gated norm (not its matmuls)
+  kLinearMatmul,     // Gated DeltaNet input and output projections
+  kRouter,           // MoE router product and top-k per row
+  kExperts,          // MoE routed experts: rows gathered, gate/up/down, SwiGLU, weighted sum; in
+                     // passes of <= kMoeBatchedMaxRows rows the shared expert too (one task set)
+  kSharedExpert,     // MoE shared expert in longer passes: gate/up/down, SwiGLU, gated add
   kCount,
 };
 

@@ -9,6 +9,7 @@
 
 #include "backend/cpu/attention.h"
 #include "backend/cpu/cpu_features.h"
+#include "backend/cpu/matmul_batch.h"
 #include "backend/cpu/rope.h"
 #include "cache/kv_pages.h"
 #include "core/thread_pool.h"
@@ -47,10 +48,15 @@ struct MoeScratch {
   std::vector<int64_t> offset;    // [n_expert + 1] start of each expert's slots (counting sort)
   std::vector<int32_t> slot_row;  // [n_rows * n_expert_used] rows, grouped by expert
   std::vector<float> slot_weight; // [n_rows * n_expert_used] matching weights
-  std::vector<float> xs;          // [rows of one expert, n_embd] gathered inputs
-  std::vector<float> ff;          // [rows of one expert, 2 f] gate | up
-  std::vector<float> act;         // [rows of one expert, f]
-  std::vector<float> ys;          // [rows of one expert, n_embd]
+  // One expert's rows at a time, or in decode every slot's (in slot order) at once:
+  std::vector<float> xs;          // [rows, n_embd] gathered inputs
+  std::vector<float> ff;          // [rows, 2 f] gate | up; decode: [2, slots, f] gate, then up
+  std::vector<float> act;         // [rows, f]
+  std::vector<float> ys;          // [rows, n_embd]
+  std::vector<float> shared_ff;   // [n_rows, 2 f_shared] shared expert gate | up (or gate, then up)
+  std::vector<float> shared_act;  // [n_rows, f_shared]
+  std::vector<float> shared_ys;   // [n_rows, n_embd]
+  std::vector<MatmulJob> jobs;    // products run together (decode: one matmul_batch per phase)
 };
 
 // Scratch for one pass, sized by Model::forward (grown, never shrunk, across passes of one call).

@@ -151,9 +151,29 @@ ModelMemory Model::memory() const {
       proj(l.gdn->out);
     }
   }
+  // Routed experts: a decode step reads n_expert_used of each layer's n_expert (all the same size).
+  uint64_t experts = 0, routers = 0;
+  for (const LayerWeights& l : w.layers) {
+    if (!l.moe) continue;
+    const MoeWeights& e = *l.moe;
+    vec(e.norm);
+    vec(e.shared_gate);
+    if (e.router_f32.empty()) matrix(e.router);
+    else vec(e.router_f32);  // the router matrix views this copy
+    routers += static_cast<uint64_t>(e.router_f32.size() * sizeof(float));
+    for (const Projection& p : e.shared.gate_up) proj(p);
+    proj(e.shared.down);
+    for (const auto* stack : {&e.gate, &e.up, &e.down})
+      for (const PackedWeights& x : *stack) {
+        matrix(x);
+        experts += static_cast<uint64_t>(x.packed_bytes());
+      }
+  }
   m.rope = static_cast<uint64_t>(w.rope.resident_bytes());
-  m.decode_read = m.weights_owned + m.weights_mapped;
+  m.decode_read = m.weights_owned + m.weights_mapped + routers - experts;
+  if (config_.n_expert > 0) m.decode_read += experts * config_.n_expert_used / config_.n_expert;
   if (w.output.rows() > 0) m.decode_read -= static_cast<uint64_t>(w.embed.packed_bytes());
+  m.decode_state = 2 * static_cast<uint64_t>(recurrent_state_floats_) * sizeof(float);
   return m;
 }
 

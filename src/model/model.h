@@ -128,9 +128,13 @@ struct ModelMemory {
   uint64_t weights_mapped = 0;  // matrices read in place from the file mapping (resident once touched)
   uint64_t vectors = 0;         // f32 norm weights and biases
   uint64_t rope = 0;            // RoPE rows filled so far (RopeTable::resident_bytes)
-  // Weight bytes one decode step reads: every matrix, but the embedding table only when it is also
-  // the output head (otherwise a lookup reads one row).
+  // Weight bytes one decode step reads: every matrix (MoE routers included), but of the routed
+  // experts only n_expert_used / n_expert, and the embedding table only when it is also the output
+  // head (otherwise a lookup reads one row).
   uint64_t decode_read = 0;
+  // Recurrent-state bytes one decode step moves per sequence: the hybrid layers' fp32 conv windows
+  // and delta-rule matrices, read and written once each.
+  uint64_t decode_state = 0;
 };
 
 class Model {

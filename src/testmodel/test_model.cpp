@@ -51,7 +51,7 @@ TestModelSpec tiny_hybrid(const char* arch) {
 
 std::vector<std::string> test_model_preset_names() {
   return {"tiny-llama", "tiny-qwen2", "tiny-qwen3", "tiny-llama-k", "tiny-qwen3-k", "qwen3-0.6b", "qwen3-1.7b", "tiny-qwen3-moe", "qwen3-moe-bench",
-          "tiny-qwen3-next", "tiny-qwen3-next-mtp", "tiny-qwen3-5", "hybrid-0.6b", "tiny-qwen3-next-moe",
+          "tiny-qwen3-next", "tiny-qwen3-next-mtp", "tiny-qwen3-5", "hybrid-0.6b", "hybrid-1.7b", "tiny-qwen3-next-moe",
           "tiny-qwen3-next-moe-mtp", "tiny-qwen3-5-moe", "qwen3-next-bench"};
 }
 
@@ -128,6 +128,12 @@ Result<TestModelSpec> test_model_preset(std::string_view name) {
     s.linear_key_head_dim = 128;
     s.linear_n_value_heads = 16;
     s.linear_value_head_dim = 128;
+    return s;
+  }
+  if (name == "hybrid-1.7b") {
+    TestModelSpec s = test_model_preset("hybrid-0.6b").value();
+    s.n_embd = 2048;
+    s.n_ff = 6144;
     return s;
   }
   if (name == "tiny-qwen3-moe") {

@@ -155,6 +155,8 @@ struct TestModelSpec {
 //                                           512, vocab 151936 tied: 0.9B parameters, Q4_0
 //   hybrid-0.6b                             a Qwen3.5-like hybrid of about 0.6B parameters for the
 //                                           GDN prefill benchmark (24 layers, dim 1024), Q8_0
+//   hybrid-1.7b                             hybrid-0.6b at dim 2048, FFN 6144 (about 1.6B
+//                                           parameters; the hybrid side-by-side, scripts/bench-peer)
 Result<TestModelSpec> test_model_preset(std::string_view name);
 std::vector<std::string> test_model_preset_names();
 

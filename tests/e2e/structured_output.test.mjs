@@ -6,6 +6,7 @@
 import assert from 'node:assert/strict';
 
 import { parse_args, require_package, run, test } from './lib/harness.mjs';
+import { kScriptedCall, make_scripted_model } from './lib/scripted_model.mjs';
 import { get_json, make_tiny_model, post_json, splash_binary, start_server, work_dir } from './lib/server.mjs';
 
 const args = parse_args({ splash: '', model: '' });
@@ -220,6 +221,62 @@ test('greedy constrained output is the same with speculative decoding (prompt lo
   } finally {
     await plain.stop();
   }
+});
+
+test('strict tools under tool_choice auto: free text stays free, an opened call follows the schema', async () => {
+  // The scripted model (thinking off) writes "\n\n<tool_call>" and then arguments {"city":"Paris"}.
+  // Its own schema here allows only Oslo or Rome: without enforcement the call would not validate.
+  const scripted = await start_server({ binary, model: make_scripted_model(binary, work_dir('structured-scripted')) });
+  try {
+    const c = new OpenAI({ baseURL: `${scripted.url}/v1`, apiKey: 'unused', maxRetries: 0, timeout: 120000 });
+    const city_schema = { type: 'object', properties: { city: { enum: ['Oslo', 'Rome'] } }, required: ['city'], additionalProperties: false };
+    const validate_city = ajv.compile(city_schema);
+    const body = (strict) => ({
+      model: 'scripted-qwen3', messages: [{ role: 'user', content: 'Weather in Paris?' }], max_tokens: 200, temperature: 0,
+      reasoning_effort: 'none', parallel_tool_calls: false,
+      tools: [{ type: 'function', function: { name: 'get_weather', parameters: city_schema, strict } }],
+    });
+    const loose = await c.chat.completions.create(body(false));
+    assert.equal(loose.choices[0].message.tool_calls[0].function.arguments, kScriptedCall.arguments);
+    assert.equal(validate_city(JSON.parse(kScriptedCall.arguments)), false);
+    const strict = await c.chat.completions.create(body(true));
+    const choice = strict.choices[0];
+    assert.equal(choice.finish_reason, 'tool_calls', JSON.stringify(choice));
+    assert.equal(choice.message.tool_calls.length, 1);
+    assert.equal(choice.message.tool_calls[0].function.name, 'get_weather');
+    check_document(choice.message.tool_calls[0].function.arguments, validate_city);
+    // Thinking on, the model answers in text: no call opened, so nothing is enforced and it ends as written.
+    const text = await c.chat.completions.create({ ...body(true), reasoning_effort: undefined });
+    assert.equal(text.choices[0].finish_reason, 'stop', JSON.stringify(text.choices[0]));
+    assert.equal(text.choices[0].message.content, 'The weather is sunny.');
+  } finally {
+    await scripted.stop();
+  }
+});
+
+test('a mask not ready within --mask-timeout fails the request with 503 mask_timeout, not a hang', async () => {
+  // --test-mask-delay makes every mask 2 s late; the bound is 0.2 s. Unconstrained requests are not held up.
+  const slow = await start_server({ binary, model: model_path, args: ['--mask-timeout', '0.2', '--test-mask-delay', '2'] });
+  try {
+    const t0 = Date.now();
+    const r = await post_json(slow, '/v1/chat/completions', {
+      model, messages: kMessages, max_tokens: 20,
+      response_format: { type: 'json_schema', json_schema: { name: 'person', schema: kPerson } },
+    });
+    assert.equal(r.status, 503, r.text);
+    assert.equal(r.body.error.code, 'mask_timeout', r.text);
+    assert.ok(Date.now() - t0 < 1900, `took ${Date.now() - t0} ms: the request waited for the mask`);
+    const plain = await post_json(slow, '/v1/chat/completions', { model, messages: kMessages, max_tokens: 4 });
+    assert.equal(plain.status, 200, plain.text);
+  } finally {
+    await slow.stop();
+  }
+  // The default bound lets the same request through on the main server.
+  const ok = await post_json(server, '/v1/chat/completions', {
+    model, messages: kMessages, max_tokens: 20,
+    response_format: { type: 'json_schema', json_schema: { name: 'person', schema: kPerson } },
+  });
+  assert.equal(ok.status, 200, ok.text);
 });
 
 test('what cannot be enforced is a 400 naming it', async () => {

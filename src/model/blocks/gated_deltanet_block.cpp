@@ -135,7 +135,7 @@ void gated_deltanet_block(const GatedDeltaNetWeights& w, LayerContext& ctx) {
     rms_norm(ctx.x, w.norm.data(), c.rms_eps, ws.h.data(), n, c.n_embd, ctx.isa);
   }
   {
-    ProfileScope ps(prof, ForwardOp::kMatmul);
+    ProfileScope ps(prof, ForwardOp::kLinearMatmul);
     if (w.in.size() == 1) {
       matmul(w.in[0].w, ws.h.data(), s.proj.data(), n, *ctx.threads);
     } else {
@@ -216,7 +216,7 @@ void gated_deltanet_block(const GatedDeltaNetWeights& w, LayerContext& ctx) {
   }
   }  // linear-attention scope
   {
-    ProfileScope ps(prof, ForwardOp::kMatmul);
+    ProfileScope ps(prof, ForwardOp::kLinearMatmul);
     matmul(w.out.w, s.o.data(), ws.out.data(), n, *ctx.threads);
   }
   ProfileScope ps(prof, ForwardOp::kResidual);

@@ -12,7 +12,10 @@
 // expert's matmuls run once over all the rows routed to it, and an expert no row selected is never
 // read: a decode step reads only n_expert_used experts' weights per layer. Contributions are added
 // to a row in increasing expert order whatever the batch, so a row's result does not depend on the
-// other rows of the pass beyond the matmul kernels' own rounding.
+// other rows of the pass beyond the matmul kernels' own rounding. In passes of at most
+// kMoeBatchedMaxRows rows (decode, speculative verification) the selected and shared experts' gate
+// and up products run as one task set of the pool and their down products as a second
+// (matmul_batch): two waits per layer instead of three per expert; the bits are the same.
 //
 // Weights (MoeWeights, model/weights.h) come either from stacked [n_expert, rows, cols] tensors
 // (GGUF `ffn_*_exps`, MLX `switch_mlp.*`: one view per expert slice) or from one tensor per expert
@@ -25,6 +28,9 @@
 #include "model/weights.h"
 
 namespace splash {
+
+// The longest pass whose experts run batched (matmul_batch takes products of up to 8 rows).
+inline constexpr int64_t kMoeBatchedMaxRows = 8;
 
 // Layer il's MoE weights: post_attention_layernorm, mlp.gate (router), the experts, and when
 // config.n_ff_shared_expert > 0 mlp.shared_expert.* (+ mlp.shared_expert_gate if present).

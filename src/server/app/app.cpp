@@ -122,6 +122,7 @@ App::App(AppConfig config, AppDeps deps)
       started_(std::chrono::steady_clock::now()) {
   SPLASH_CHECK(deps_.tokenizer != nullptr && deps_.plan != nullptr);
   constraints_ = make_constraint_compiler(*deps_.tokenizer, deps_.n_vocab);
+  constraints_->set_timing({config_.options.mask_timeout, config_.options.test_mask_delay});
   max_request_bytes_ =
       config_.options.max_request_bytes.value_or(auto_max_request_bytes(deps_.plan->maximum_context_tokens));
   keepalive_thread_ = std::thread([this] { keepalive_loop(); });

@@ -129,14 +129,16 @@ class App {
   // what cannot be enforced otherwise. `in_reasoning`: the prompt opened a reasoning block.
   openai::ApiResult<std::shared_ptr<constrain::Matcher>> constraint_matcher(const openai::OutputConstraint& c,
                                                                             bool in_reasoning);
-  // Structured output of a chat-shaped request (response_format / grammar / regex, or a forced
-  // tool_choice) onto `g`; the error to answer otherwise.
+  // Structured output of a chat-shaped request (response_format / grammar / regex, a forced
+  // tool_choice, or strict tools under tool_choice auto) onto `g`; the error to answer otherwise.
   std::optional<openai::ApiError> apply_constraint(const openai::ChatRequest& r, bool in_reasoning,
                                                    gen::GenerationRequest& g);
-  // A forced tool call in the template's syntax: any offered tool, or only `only`.
+  // A forced tool call in the template's syntax: any offered tool, or only `only`. after_text
+  // (strict tools under tool_choice auto): free text, then optionally calls, whose arguments follow
+  // the schema of tools marked strict (any object for the others) from the call's opener on.
   openai::ApiResult<std::shared_ptr<constrain::Matcher>> tool_call_matcher(const openai::ChatRequest& chat,
                                                                            const std::optional<std::string>& only,
-                                                                           bool in_reasoning);
+                                                                           bool in_reasoning, bool after_text = false);
   nlohmann::json model_entry(const std::string& id) const;
   bool known_model(const std::string& id) const;
 
@@ -162,6 +164,8 @@ class App {
 
 // Structured output's compiler for this tokenizer: the vocabulary (n_vocab entries, 0 = the
 // tokenizer's) is read on the first constrained request; end-of-generation tokens end the output.
+// A tool marked "strict": true (its arguments then follow its schema even under tool_choice auto).
+bool is_strict(const openai::Tool& t);
 std::unique_ptr<constrain::ConstraintCompiler> make_constraint_compiler(const Tokenizer& tokenizer, int64_t n_vocab);
 // The fields every OpenAI route maps the same way (completions.cpp).
 void apply_common(const openai::CommonFields& c, gen::GenerationRequest& g);

@@ -1,6 +1,7 @@
 // The OpenAI inference routes: POST /v1/chat/completions, /v1/completions and /apply-template. Each
 // request is validated by the OpenAI schema layer, rendered and tokenized here, and handed to the
 // generation seam (server/gen/generation.h) with the OpenAI wire writers (server/openai/wire.h).
+#include <algorithm>
 #include <ctime>
 
 #include "server/app/app.h"
@@ -49,10 +50,14 @@ std::optional<openai::ApiError> App::apply_constraint(const openai::ChatRequest&
     return openai::invalid_request(str_cat("'", r.common.constraint->field.substr(0, r.common.constraint->field.find('.')),
                                            "' and a forced 'tool_choice' cannot be combined"));
   }
-  if (!forced && !r.common.constraint) return std::nullopt;
+  // Strict tools under auto: text stays free, a call the model opens is enforced (a lazy grammar).
+  const bool strict_auto = r.tool_choice.mode == Mode::kAuto && !r.common.constraint &&
+                           std::any_of(r.tools.begin(), r.tools.end(), is_strict);
+  if (!forced && !r.common.constraint && !strict_auto) return std::nullopt;
   std::optional<std::string> only;
   if (r.tool_choice.mode == Mode::kFunction) only = r.tool_choice.function;
-  auto m = forced ? tool_call_matcher(r, only, in_reasoning) : constraint_matcher(*r.common.constraint, in_reasoning);
+  auto m = forced || strict_auto ? tool_call_matcher(r, only, in_reasoning, strict_auto)
+                                 : constraint_matcher(*r.common.constraint, in_reasoning);
   if (!m.ok()) return m.error();
   g.constraint = std::move(*m);
   return std::nullopt;

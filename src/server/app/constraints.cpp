@@ -5,6 +5,11 @@
 
 namespace splash::app {
 
+bool is_strict(const openai::Tool& t) {
+  const auto& fn = t.definition.contains("function") ? t.definition["function"] : t.definition;
+  return fn.is_object() && fn.contains("strict") && fn["strict"].is_boolean() && fn["strict"].get<bool>();
+}
+
 std::unique_ptr<constrain::ConstraintCompiler> make_constraint_compiler(const Tokenizer& tokenizer, int64_t n_vocab) {
   const Tokenizer* tok = &tokenizer;
   const int64_t width = std::max<int64_t>(n_vocab, tokenizer.n_vocab());
@@ -35,9 +40,13 @@ openai::ApiResult<std::shared_ptr<constrain::Matcher>> App::constraint_matcher(c
 
 openai::ApiResult<std::shared_ptr<constrain::Matcher>> App::tool_call_matcher(const openai::ChatRequest& chat,
                                                                               const std::optional<std::string>& only,
-                                                                              bool in_reasoning) {
+                                                                              bool in_reasoning, bool after_text) {
   const std::string_view source = deps_.chat_template ? deps_.chat_template->source() : std::string_view();
-  if (source.find("<tool_call>") == std::string_view::npos) {
+  if (source.find(constrain::kToolCallOpener) == std::string_view::npos) {
+    if (after_text) {
+      return openai::invalid_request(
+          "'tools': 'strict': true cannot be enforced: this model's chat template writes no <tool_call>");
+    }
     return openai::invalid_request("'tool_choice' cannot force a tool call: this model's chat template writes no <tool_call>");
   }
   constrain::ConstraintSpec spec;
@@ -45,12 +54,14 @@ openai::ApiResult<std::shared_ptr<constrain::Matcher>> App::tool_call_matcher(co
   spec.tool_format = source.find("<function=") != std::string_view::npos ? constrain::ToolCallFormat::kXml
                                                                          : constrain::ToolCallFormat::kJson;
   spec.parallel_calls = chat.parallel_tool_calls && !only;
+  spec.calls_after_text = after_text;
   spec.reasoning = in_reasoning ? constrain::ConstraintSpec::Reasoning::kInside : constrain::ConstraintSpec::Reasoning::kNone;
   nlohmann::ordered_json list = nlohmann::ordered_json::array();
   for (const openai::Tool& t : chat.tools) {
     if (only && t.name != *only) continue;
     const auto& fn = t.definition.contains("function") ? t.definition["function"] : t.definition;
-    list.push_back({{"name", t.name}, {"parameters", fn.value("parameters", nlohmann::ordered_json())}});
+    const bool enforced = !after_text || is_strict(t);
+    list.push_back({{"name", t.name}, {"parameters", enforced ? fn.value("parameters", nlohmann::ordered_json()) : nlohmann::ordered_json()}});
   }
   spec.text = list.dump();
   auto m = constraints_->matcher(spec);

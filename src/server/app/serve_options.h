@@ -53,6 +53,10 @@ struct ServeOptions {
   // attaches it when it appears (drafter_watch.h; the demo's is trained in the background). Hidden
   // flag --drafter-watch; tests shorten it.
   std::chrono::milliseconds drafter_watch{5000};
+  // --mask-timeout: a structured-output mask not ready this long after the logits fails the request
+  // (503 mask_timeout). --test-mask-delay (hidden) makes every mask that late, for tests.
+  std::chrono::milliseconds mask_timeout{5000};
+  std::chrono::milliseconds test_mask_delay{0};
   // API and requests.
   std::string default_reasoning_effort;         // "" = the template's default
   std::optional<uint64_t> max_request_bytes;    // --max-request-size; nullopt = auto (auto_max_request_bytes)

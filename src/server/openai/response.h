@@ -42,7 +42,9 @@ struct ResponseMeta {
 // Only meaningful for kStop / kLength / kContext.
 std::string_view finish_reason(FinishReason end, bool made_tool_calls);
 // The error for endings that are not an answer: kTimeout -> 504 request_timeout, kError -> 500
-// engine_failed (with the engine's message), kCancelled -> 503 server_shutdown; nullopt otherwise.
+// engine_failed (with the engine's message) or, for a message starting with
+// constrain::kMaskTimeoutError (a structured-output mask that came too late), 503 mask_timeout;
+// kCancelled -> 503 server_shutdown; nullopt otherwise.
 std::optional<ApiError> generation_error(FinishReason end, std::string_view engine_message);
 
 // usage {prompt_tokens, completion_tokens, total_tokens, prompt_tokens_details{cached_tokens}

@@ -1,4 +1,5 @@
 // Complete (non-stream) bodies and the usage / timings blocks they share with streams.
+#include "constrain/mask_worker.h"
 #include "server/openai/json_input.h"
 #include "server/openai/response.h"
 
@@ -21,6 +22,7 @@ std::optional<ApiError> generation_error(FinishReason end, std::string_view engi
     case FinishReason::kTimeout:
       return api_error(make_error(ErrorCode::kTimeout, "the request ran past its timeout"));
     case FinishReason::kError:
+      if (engine_message.starts_with(constrain::kMaskTimeoutError)) return api_error(503, "mask_timeout", std::string(engine_message));
       return api_error(make_error(ErrorCode::kEngineFailed, engine_message.empty() ? "the engine failed" : engine_message));
     case FinishReason::kCancelled:
       return api_error(make_error(ErrorCode::kShuttingDown, "the request was cancelled: the server is shutting down"));

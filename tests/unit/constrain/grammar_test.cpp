@@ -65,6 +65,46 @@ TEST(Grammar, RefusesLeftRecursionAndEmptyLanguages) {
   EXPECT_NE(undefined.error().message.find("missing"), std::string::npos);
 }
 
+TEST(Grammar, LongRepetitionsOfOneCharacterCount) {
+  // One counting state instead of a state per position; the counts are exact, from both ends.
+  GrammarBuilder b;
+  const int32_t r = b.declare_rule("root");
+  b.define_rule(r, b.seq({b.literal("<"), b.counted(b.bytes(ByteSet::range('a', 'c')), 9, 12), b.literal(">"),
+                          b.counted(b.bytes(ByteSet::of('x')), 10, -1)}));
+  auto g = b.build(r);
+  ASSERT_TRUE(g.ok()) << g.error_message();
+  EXPECT_EQ(g->counters.size(), 2u);
+  EXPECT_LT(g->states.size(), 16u);
+  const std::string xs(10, 'x');
+  for (int n = 0; n <= 14; ++n) {
+    std::string s = "<";
+    s.append(static_cast<size_t>(n), 'b');
+    s += ">";
+    EXPECT_EQ(matches(*g, s + xs), n >= 9 && n <= 12) << s;
+    EXPECT_EQ(viable(*g, s), n >= 9 && n <= 12) << s;
+  }
+  EXPECT_FALSE(matches(*g, std::string("<aaaaaaaaa>").append(9, 'x')));
+  EXPECT_TRUE(matches(*g, std::string("<aaaaaaaaa>").append(300, 'x')));
+  // An item that is not one character (two bytes, or one that may read on) is unrolled instead.
+  GrammarBuilder u;
+  const int32_t q = u.declare_rule("root");
+  u.define_rule(q, u.counted(u.alt({u.literal("a"), u.literal("ab")}), 9, 10));
+  auto unrolled = u.build(q);
+  ASSERT_TRUE(unrolled.ok()) << unrolled.error_message();
+  EXPECT_TRUE(unrolled->counters.empty());
+  EXPECT_TRUE(matches(*unrolled, "ababababaaaaa"));
+  EXPECT_FALSE(matches(*unrolled, "aaaaaaaa"));
+  // A JSON string's maxLength counts characters: escapes and UTF-8 sequences are one each.
+  auto str = compile_json_schema(nlohmann::ordered_json::parse(R"({"type":"string","minLength":9,"maxLength":10})"));
+  ASSERT_TRUE(str.ok()) << str.error_message();
+  EXPECT_FALSE((*str)->counters.empty());
+  const std::string head = "\"\\n\\u00e9\xc3\xa9" "\xe2\x82\xac" "\\\"";  // 5 characters
+  EXPECT_TRUE(matches(**str, head + "abcd\""));
+  EXPECT_TRUE(matches(**str, head + "abcde\""));
+  EXPECT_FALSE(matches(**str, head + "abcdef\""));
+  EXPECT_FALSE(matches(**str, head + "abc\""));
+}
+
 TEST(Grammar, TooLargeIsAnError) {
   GrammarBuilder b;
   const int32_t r = b.declare_rule("root");

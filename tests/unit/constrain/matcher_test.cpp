@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "constrain/constraint.h"
 #include "constrain/gbnf.h"
 #include "constrain/json_schema.h"
 #include "constrain/matcher.h"
@@ -82,6 +83,120 @@ TEST(Matcher, CachedMasksEqualTheReference) {
     }
   }
   EXPECT_GT(cache->entries(), 10u);
+}
+
+// Counting rules (long string lengths, regex {m,n}) derive masks from a token table per count:
+// compare them with the reference at every count, with tokens of many characters (escapes, UTF-8)
+// and tokens that leave the repetition part-way.
+TEST(Matcher, CountedRepetitionMasksEqualTheReference) {
+  auto vocab = make_vocab(2, 3000);
+  auto cache = std::make_shared<MaskCache>(vocab);
+  std::mt19937_64 rng(12);
+  const char* schemas[] = {
+      R"({"type":"object","properties":{"a":{"type":"string","minLength":9,"maxLength":14},
+          "b":{"type":"string","pattern":"^[a-c]{10,12}x[0-9]{9,}$"}},"required":["a","b"],"additionalProperties":false})",
+      R"({"type":"array","items":{"type":"string","minLength":10},"minItems":1,"maxItems":3})",
+  };
+  int counted_grammars = 0;
+  for (const char* schema : schemas) {
+    auto g = compile_json_schema(json::parse(schema), {JsonWhitespace::kSpaced});
+    ASSERT_TRUE(g.ok()) << g.error_message();
+    counted_grammars += (*g)->counters.empty() ? 0 : 1;
+    for (int run = 0; run < 8; ++run) {
+      Matcher m(*g, cache);
+      std::vector<uint64_t> fast(vocab->mask_words()), slow(vocab->mask_words());
+      for (int step = 0; step < 80 && !m.ended(); ++step) {
+        m.fill_mask(fast.data());
+        m.fill_mask_reference(slow.data());
+        ASSERT_EQ(allowed(fast), allowed(slow)) << schema << " run " << run << " step " << step;
+        auto options = allowed(fast);
+        ASSERT_FALSE(options.empty()) << "no token allowed at step " << step;
+        // Favour single bytes now and then, so runs stop at every count, not only past long tokens.
+        std::uniform_int_distribution<size_t> pick(0, options.size() - 1);
+        int32_t t = options[pick(rng)];
+        if (step % 3 == 0) {
+          for (int32_t o : options) {
+            if (vocab->bytes(o).size() == 1 && rng() % 4 == 0) {
+              t = o;
+              break;
+            }
+          }
+        }
+        ASSERT_TRUE(m.accept(t));
+      }
+    }
+  }
+  EXPECT_EQ(counted_grammars, 2);
+}
+
+// Strict tools under tool_choice auto: text is free (it may end at once), and from the call opener
+// on only a call of an offered tool with valid arguments can follow.
+TEST(Matcher, StrictToolsUnderAutoConstrainFromTheOpenerOn) {
+  std::vector<std::string> tokens;
+  for (int b = 0; b < 256; ++b) tokens.push_back(std::string(1, static_cast<char>(b)));
+  for (auto t : {"<tool_call>", "</tool_call>", "Hello", " world", "<tool", "_call>", "\n{\"", "name", "\": \"", "get",
+                 "_weather", "arguments", "city", "Oslo", "Rome", "Paris", "\"}}", "\"}"}) {
+    tokens.push_back(t);
+  }
+  tokens.push_back("");  // the stop token
+  const auto stop = static_cast<int32_t>(tokens.size() - 1);
+  auto id = [&](std::string_view piece) {
+    return static_cast<int32_t>(std::find(tokens.begin(), tokens.end(), piece) - tokens.begin());
+  };
+  const int32_t opener = id("<tool_call>");
+  auto vocab = std::make_shared<Vocabulary>(tokens, std::vector<int32_t>{stop});
+  ConstraintCompiler compiler([&] { return Vocabulary(tokens, {stop}); });
+  ConstraintSpec spec;
+  spec.kind = ConstraintSpec::Kind::kToolCalls;
+  spec.parallel_calls = false;
+  spec.calls_after_text = true;
+  spec.text = R"([{"name":"get_weather","parameters":{"type":"object","properties":{"city":{"enum":["Oslo","Rome"]}},
+                  "required":["city"],"additionalProperties":false}}])";
+  auto m = compiler.matcher(spec);
+  ASSERT_TRUE(m.ok()) << m.error_message();
+  Matcher& matcher = **m;
+  EXPECT_TRUE(matcher.can_end());
+  // Free text, byte by byte and in pieces that spell the opener across tokens.
+  for (const char* piece : {"Hello", " world", "<tool"}) ASSERT_TRUE(matcher.accept(id(piece))) << piece;
+  EXPECT_TRUE(matcher.can_end());
+  std::vector<uint64_t> fast(vocab->mask_words()), slow(vocab->mask_words());
+  matcher.fill_mask(fast.data());
+  matcher.fill_mask_reference(slow.data());
+  EXPECT_EQ(allowed(fast), allowed(slow));
+  ASSERT_TRUE(matcher.accept(id("_call>")));  // the opener is complete
+  EXPECT_FALSE(matcher.can_end());
+  // From here only the call: its name, then arguments valid for the schema.
+  std::mt19937_64 rng(5);
+  std::string call = "<tool_call>";
+  for (int step = 0; step < 200 && !matcher.ended(); ++step) {
+    matcher.fill_mask(fast.data());
+    matcher.fill_mask_reference(slow.data());
+    ASSERT_EQ(allowed(fast), allowed(slow)) << call;
+    const auto options = allowed(fast);
+    ASSERT_FALSE(options.empty()) << call;
+    EXPECT_FALSE(matcher.allows(opener) && call.find("arguments") != std::string::npos) << call;
+    const int32_t t = options[std::uniform_int_distribution<size_t>(0, options.size() - 1)(rng)];
+    ASSERT_TRUE(matcher.accept(t));
+    call += vocab->bytes(t);
+  }
+  ASSERT_TRUE(matcher.ended()) << call;
+  const size_t open = call.find('{'), close = call.rfind("\n</tool_call>");
+  ASSERT_NE(close, std::string::npos) << call;
+  const auto body = json::parse(call.substr(open, close - open));
+  EXPECT_EQ(body["name"], "get_weather");
+  const std::string city = body["arguments"]["city"];
+  EXPECT_TRUE(city == "Oslo" || city == "Rome") << call;
+  // Text that never opens a call may end; after the opener, a wrong name or argument may not come.
+  auto text = compiler.matcher(spec);
+  EXPECT_TRUE((*text)->accept(id("Paris")));
+  EXPECT_TRUE((*text)->accept(stop));
+  auto wrong = compiler.matcher(spec);
+  ASSERT_TRUE((*wrong)->accept(opener));
+  EXPECT_FALSE((*wrong)->allows(id("Paris")));
+  for (const char* piece : {"\n{\"", "name", "\": \"", "get", "_weather"}) ASSERT_TRUE((*wrong)->accept(id(piece))) << piece;
+  for (char c : std::string_view("\", \"arguments\": {\"city\": \"")) ASSERT_TRUE((*wrong)->accept(static_cast<uint8_t>(c)));
+  EXPECT_FALSE((*wrong)->allows(id("Paris")));
+  EXPECT_TRUE((*wrong)->allows(id("Oslo")));
 }
 
 // Random sampling under the mask (what a random-weight model does) until the stop token.

@@ -201,6 +201,23 @@ TEST_P(MoeBlock, MatchesScalarMathAndReadsOnlySelectedExperts) {
 
 INSTANTIATE_TEST_SUITE_P(Rows, MoeBlock, ::testing::Values(1, 3));
 
+TEST(MoeBlock, PassesAboveTheBatchedRowsRunExpertByExpertToTheSameMath) {
+  // Up to kMoeBatchedMaxRows rows the selected experts run as two batched task sets; above it each
+  // expert runs over its rows on its own (prefill). Both must give the block's math.
+  const int64_t n = kMoeBatchedMaxRows + 5;
+  ThreadPool threads(2);
+  for (bool shared : {false, true}) {
+    Fixture fx(shared);
+    Rng rng{777u};
+    const std::vector<float> x0 = rng.fill(n * kDim, 1.0f);
+    std::set<int> used;
+    const std::vector<double> want = fx.reference(x0, n, used);
+    std::vector<float> x = x0;
+    run_block(fx, fx.weights(), x, n, threads);
+    EXPECT_LT(max_err(x, want), 2e-5) << "shared " << shared;
+  }
+}
+
 TEST(MoeRoute, SoftmaxTopKTiesAndNormalization) {
   // Experts 1 and 3 tie for second place: the lower index wins.
   std::vector<float> logits = {0.0f, 1.0f, 2.0f, 1.0f, -1.0f};

@@ -95,6 +95,10 @@ TEST(OpenAiResponse, FinishReasonsAndErrors) {
   EXPECT_EQ(failed->code, "engine_failed");
   EXPECT_EQ(failed->message, "out of KV pages");
   EXPECT_EQ(generation_error(FinishReason::kCancelled, "")->status, 503);
+  auto late = generation_error(FinishReason::kError, "mask_timeout: the structured-output mask was not ready within 5000 ms");
+  ASSERT_TRUE(late.has_value());
+  EXPECT_EQ(late->status, 503);
+  EXPECT_EQ(late->code, "mask_timeout");
   EXPECT_EQ(error_chunk(*failed), R"({"error":{"message":"out of KV pages","type":"server_error","code":"engine_failed"}})");
 }
 
