@@ -136,8 +136,8 @@ endif()
 # Limits and abuse (issue 40): a 100 MiB prompt refused from its Content-Length by the auto
 # --max-request-size, a 10 MiB one (limit raised) refused at the context without tokenizing it all
 # (time and the server's peak memory from /proc), a timeout too long for the clock, HTTP/1.0 without
-# Host and byte 0xFF in a path told what is wrong, bounded Origin refusal logging, the public routes.
-# ~15 s; skipped (77) without the Qwen3 tokenizer.
+# Host and byte 0xFF in a path told what is wrong, bounded Origin refusal logging, the public routes,
+# a full --queue-size 1 (503 runtime_busy, Messages 529). ~20 s; skipped (77) without the Qwen3 tokenizer.
 if(SPLASH_SERVE_PYTHON)
   add_test(NAME server_limits_e2e
     COMMAND ${SPLASH_SERVE_PYTHON} ${PROJECT_SOURCE_DIR}/tests/server/limits_e2e.py --splash $<TARGET_FILE:splash>

@@ -16,7 +16,7 @@ Result<std::string> resolve_model_arg(const std::string& model, const ModelSourc
   console.out = stderr;
   auto r = hub::resolve_model(model, settings, console);
   if (!r.ok()) {
-    if (r.error_message().rfind("cannot resolve ", 0) == 0)
+    if (r.error().code == ErrorCode::kUnavailable)
       return make_error(r.error_message(), "\nerror: model download or verification failed");
     return r.error();
   }

@@ -109,8 +109,8 @@ int to_options(const ServeArgs& a, app::ServeOptions& o) {
     o.api_key = e;
   }
   if (a.api_key_given || !o.api_key.empty()) {
-    if (Status st = app::check_api_key(o.api_key); !st.ok())
-      return serve_usage_error(a.api_key_given ? st.error_message() : "SPLASH_API_KEY" + st.error_message().substr(9));
+    if (Status st = app::check_api_key(o.api_key, a.api_key_given ? "--api-key" : "SPLASH_API_KEY"); !st.ok())
+      return serve_usage_error(st.error_message());
   }
   for (const std::string& h : a.allowed_hosts)
     if (Status st = app::check_allowed_host(h); !st.ok()) return serve_usage_error(st.error_message());

@@ -2,6 +2,7 @@
 // (files, network, user input, memory). Broken invariants use SPLASH_CHECK instead (check.h).
 #pragma once
 
+#include <cstdint>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -11,9 +12,24 @@
 
 namespace splash {
 
+// What kind of failure an Error is, for callers that act on the kind (the server's HTTP status and
+// error.code, the CLI's follow-up line) instead of on the message's words. Only kinds some caller
+// distinguishes have a code; everything else is kUnknown and the message alone says what failed.
+enum class ErrorCode : uint8_t {
+  kUnknown,            // not classified (make_error without a code)
+  kInvalidArgument,    // the caller's input is wrong: a field, a value, a request
+  kUnavailable,        // a resource could not be reached or fetched (the Hub, a download)
+  kQueueFull,          // admission refused: the queue is at its limit; retrying later can succeed
+  kCapacityExhausted,  // the request cannot fit even alone (the KV pool); retrying cannot succeed
+  kShuttingDown,       // the engine or server is stopping
+  kTimeout,            // a deadline passed
+  kEngineFailed,       // the engine failed while running the request
+};
+
 // A failure a user can act on: the message names the file / field / value involved.
 struct Error {
   std::string message;
+  ErrorCode code = ErrorCode::kUnknown;
 };
 
 // Concatenates streamable values into a string: str_cat("tensor ", name, " has ", n, " dims").
@@ -27,6 +43,12 @@ std::string str_cat(const Args&... args) {
 template <class... Args>
 Error make_error(const Args&... args) {
   return Error{str_cat(args...)};
+}
+
+// The coded form: make_error(ErrorCode::kQueueFull, "queue full: ", n, " requests are waiting").
+template <class... Args>
+Error make_error(ErrorCode code, const Args&... args) {
+  return Error{str_cat(args...), code};
 }
 
 template <class T>

@@ -11,13 +11,6 @@
 
 namespace splash {
 
-SubmitError submit_error_kind(std::string_view message) {
-  if (message.starts_with("queue full")) return SubmitError::kQueueFull;
-  if (message.starts_with("capacity_exhausted")) return SubmitError::kCapacityExhausted;
-  if (message.starts_with("shutting down")) return SubmitError::kShuttingDown;
-  return SubmitError::kInvalid;
-}
-
 namespace {
 constexpr int kMaxLanes = 16;
 constexpr int64_t kDefaultPoolCapBytes = int64_t{1} << 30;
@@ -124,27 +117,29 @@ Result<uint64_t> EngineImpl::submit(EngineRequest request, EngineCallback callba
     std::lock_guard lk(mu_);
     id = next_id_++;
   }
-  auto reject = [&](std::string message) -> Result<uint64_t> {
+  auto reject = [&](Error error) -> Result<uint64_t> {
     std::lock_guard lk(mu_);
     ++status_.requests.rejected;
-    return make_error(std::move(message));
+    return error;
   };
   auto lane = Lane::create(id, std::move(request), std::move(callback), tokenizer_, model_.config().n_vocab,
                            model_.max_context());
-  if (!lane.ok()) return reject(lane.error_message());
+  // Lane::create checks only the request's own fields.
+  if (!lane.ok()) return reject(make_error(ErrorCode::kInvalidArgument, lane.error_message()));
   const int64_t need = pages_for_positions((*lane)->max_positions());
   if (need > kv_pages_total_)
-    return reject(str_cat("capacity_exhausted: the request needs up to ", (*lane)->max_positions(),
-                          " KV positions (", need, " pages) but the KV pool holds ", kv_pages_total_,
-                          " pages; lower max_tokens or the prompt, or raise --max-memory / lower --max-context"));
+    return reject(make_error(ErrorCode::kCapacityExhausted, "capacity_exhausted: the request needs up to ",
+                             (*lane)->max_positions(), " KV positions (", need, " pages) but the KV pool holds ",
+                             kv_pages_total_,
+                             " pages; lower max_tokens or the prompt, or raise --max-memory / lower --max-context"));
   std::lock_guard lk(mu_);
   if (stop_) {
     ++status_.requests.rejected;
-    return make_error("shutting down: the engine is stopping");
+    return make_error(ErrorCode::kShuttingDown, "shutting down: the engine is stopping");
   }
   if (n_admitted_ >= options_.queue_size) {
     ++status_.requests.rejected;
-    return make_error("queue full: ", n_admitted_, " requests are running or waiting (queue size ",
+    return make_error(ErrorCode::kQueueFull, "queue full: ", n_admitted_, " requests are running or waiting (queue size ",
                       options_.queue_size, ")");
   }
   ++n_admitted_;
@@ -178,7 +173,7 @@ Status EngineImpl::attach_drafter(std::unique_ptr<DrafterSource> source) {
   if (options_.spec_block > 32)  // create() checks this only when a drafter is there from the start
     return make_error("attach_drafter: spec_block = ", options_.spec_block, " is outside [2, 32]");
   std::lock_guard lk(mu_);
-  if (stop_) return make_error("shutting down: the engine is stopping");
+  if (stop_) return make_error(ErrorCode::kShuttingDown, "shutting down: the engine is stopping");
   incoming_drafter_ = std::move(source);
   cv_.notify_one();
   return {};

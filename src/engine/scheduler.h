@@ -202,12 +202,6 @@ struct EngineStatus {
   } metrics;
 };
 
-// What kind of refusal a submit() error is, for the HTTP status: messages start with "queue full"
-// (503 + Retry-After), "capacity_exhausted" (400), "shutting down" (503); anything else is a bad
-// request (400).
-enum class SubmitError : uint8_t { kInvalid, kQueueFull, kCapacityExhausted, kShuttingDown };
-SubmitError submit_error_kind(std::string_view message);
-
 class EngineImpl;
 
 class Engine {
@@ -219,11 +213,12 @@ class Engine {
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
 
-  // Validates and queues the request; returns its id (> 0). Errors (the callback is never called):
-  // an empty prompt, ids outside the vocabulary, a prompt at or past the context limit, max_tokens
-  // <= 0 (0 allowed with prompt_logprobs), logprobs outside [-1, 20], bad sampling parameters or stop
-  // strings, "capacity_exhausted" when the request could not fit the KV pool even alone, "queue full"
-  // when queue_size requests are admitted, "shutting down".
+  // Validates and queues the request; returns its id (> 0). Errors (the callback is never called), by
+  // code: kInvalidArgument for an empty prompt, ids outside the vocabulary, a prompt at or past the
+  // context limit, max_tokens <= 0 (0 allowed with prompt_logprobs), logprobs outside [-1, 20], bad
+  // sampling parameters or stop strings; kCapacityExhausted ("capacity_exhausted: ...") when the
+  // request could not fit the KV pool even alone; kQueueFull ("queue full: ...") when queue_size
+  // requests are admitted; kShuttingDown ("shutting down: ...").
   Result<uint64_t> submit(EngineRequest request, EngineCallback callback);
 
   // The request ends with kDone(kCancelled) before the engine runs another forward pass; its lane
@@ -238,11 +233,11 @@ class Engine {
   // waits while a running lane's drafter conditions on other target layers than the new one's (the
   // forward returns one set of hidden rows). Greedy output does not change: verification is exact.
   // The engine owns `source` from here on. Errors: a null source, an engine built with spec_block < 2
-  // (speculation off) or > 32, "shutting down". A second call before the first was taken replaces it.
+  // (speculation off) or > 32, kShuttingDown. A second call before the first was taken replaces it.
   Status attach_drafter(std::unique_ptr<DrafterSource> source);
 
   // Every request still queued or running gets kDone(kCancelled) (after at most the forward pass in
-  // progress); the engine thread is joined. Later submits fail with "shutting down". Idempotent.
+  // progress); the engine thread is joined. Later submits fail with kShuttingDown. Idempotent.
   // With a persistent cache_store the cached pages go to disk first (spec 5.6); `to_disk` asks for
   // that with a temporary store too (an idle release: the next engine on the same store finds them).
   void shutdown(bool to_disk = false);

@@ -62,7 +62,7 @@ Result<std::string> read_file(const std::string& path) {
 Error cannot_resolve(const ModelRef& ref, const std::string& reason, HubFailure failure, const std::string& note) {
   std::string m = str_cat("cannot resolve ", ref.repo, ": ", reason, "; ", note);
   if (failure == HubFailure::kAuth) m += str_cat("; ", kAuthHint);
-  return Error{m};
+  return Error{m, ErrorCode::kUnavailable};
 }
 
 // GGUF repositories: a variant was named, or the root holds GGUFs and no config.json.

@@ -7,9 +7,9 @@
 //   Fetching N file(s), X, from <repo>@<commit>; cached files are reused.
 //   Could not reach the Hub (<reason>); using the cached copy of <repo>@<commit>.
 //   Using the cached copy of <repo>@<commit> (offline).
-// Errors (the caller prints them, then "error: model download or verification failed"):
-//   cannot resolve <repo>: <Hub reason>; <cache note>[; set HF_TOKEN or run 'hf auth login' with access
-//   to this repository]
+// Errors (the caller prints them, then "error: model download or verification failed" for kUnavailable):
+//   kUnavailable: cannot resolve <repo>: <Hub reason>; <cache note>[; set HF_TOKEN or run 'hf auth
+//   login' with access to this repository]
 //   <repo>: <why the model cannot be served>   (identification, before any weight is downloaded)
 #pragma once
 

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Limits and abuse through the real `splash serve` (issue 40 items 2 and 3): huge prompts refused
 cheaply, a timeout too long for the clock, bounded refusal logging, clear transport messages, the
-public routes. Loopback only, a tiny Qwen3 model with a 256-token context; about 10 s.
+public routes, a full queue. Loopback only, a tiny Qwen3 model with a 256-token context; about 10 s.
 
 Memory is read from /proc/<server pid>/status: VmHWM is reset first (clear_refs 5), so the growth
 measured is the request's own peak over the resident size before it.
@@ -175,6 +175,36 @@ class SmallerDefects(unittest.TestCase):
         for path in ["/v1/models", "/status", "/metrics", "/index.htm"]:
             status, _, _ = self.srv.request("GET", path, key=None)
             self.assertEqual(status, 401, path)
+
+
+class QueueFull(unittest.TestCase):
+    """A request beyond --queue-size is refused by the engine's error code, in each API's shape."""
+
+    def test_queue_full_is_503_runtime_busy(self):
+        srv = base.Server("--api-key", KEY, "--max-context", "256", "--queue-size", "1",
+                          "--served-model-name", "m").wait_ready()
+        try:
+            # The status line comes after the engine admitted the request: from then on it holds the
+            # only place until its 240 tokens are out (or it is cancelled when the socket closes).
+            sock = socket.create_connection(("127.0.0.1", srv.port))
+            body = json.dumps({"prompt": "Hello", "max_tokens": 240, "ignore_eos": True, "stream": True}).encode()
+            sock.sendall(post_head(srv.port, "/v1/completions", len(body)) + body)
+            self.assertIn(b" 200 ", sock.recv(64))
+            status, headers, j = srv.json("POST", "/v1/completions", {"prompt": "Hi", "max_tokens": 2})
+            m_status, _, m = srv.json("POST", "/v1/messages", {"model": "m", "max_tokens": 2,
+                                                                "messages": [{"role": "user", "content": "Hi"}]})
+            sock.close()
+        finally:
+            srv.stop()
+        self.assertEqual(status, 503, j)
+        self.assertEqual(headers.get("retry-after"), "1")
+        self.assertEqual(j["error"]["code"], "runtime_busy")
+        self.assertEqual(j["error"]["type"], "server_error")
+        self.assertEqual(j["error"]["message"],
+                         "queue full: 1 requests are running or waiting (queue size 1); retry shortly")
+        self.assertEqual(m_status, 529, m)
+        self.assertEqual(m["error"]["type"], "overloaded_error")
+        self.assertEqual(m["error"]["message"], j["error"]["message"])
 
 
 class RefusalLogging(unittest.TestCase):

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "backend/cpu/matmul.h"
+#include "core/ggml_blocks.h"
 
 namespace splash::cpu {
 
@@ -62,48 +63,12 @@ void quantize_acts_avx2(const float* x, QuantizedActs& qx, int64_t i0, int64_t i
 // Scalar dequantization of one row of the packed layout (the reference the kernels are tested by).
 void dequantize_row_scalar(const PackedWeights& w, int64_t r, float* out);
 
-// GGML block structures (bit-exact with GGUF files).
-struct BlockQ8_0 {
-  uint16_t d;     // fp16 scale
-  int8_t qs[32];  // value = qs * d
-};
-struct BlockQ4_0 {
-  uint16_t d;         // fp16 scale
-  uint8_t qs[16];     // element k in low nibble of qs[k], element k+16 in the high nibble
-};
-struct BlockQ4_K {
-  uint16_t d;           // fp16 super-scale of the 6-bit sub-block scales
-  uint16_t dmin;        // fp16 super-scale of the 6-bit sub-block mins
-  uint8_t scales[12];   // 8 x (6-bit scale, 6-bit min), packed
-  uint8_t qs[128];      // 64-value chunks: low nibbles = first 32, high nibbles = next 32
-};
-struct BlockQ5_K {
-  uint16_t d;
-  uint16_t dmin;
-  uint8_t scales[12];
-  uint8_t qh[32];       // fifth bit: element 32*j + l takes bit j of qh[l]
-  uint8_t qs[128];
-};
-struct BlockQ6_K {
-  uint8_t ql[128];      // low 4 bits
-  uint8_t qh[64];       // high 2 bits
-  int8_t scales[16];    // one per 16 values
-  uint16_t d;           // fp16 super-scale
-};
-static_assert(sizeof(BlockQ8_0) == 34 && sizeof(BlockQ4_0) == 18);
-static_assert(sizeof(BlockQ4_K) == 144 && sizeof(BlockQ5_K) == 176 && sizeof(BlockQ6_K) == 210);
-
-// The 6-bit scale and min of sub-block j (0..7) of a Q4_K / Q5_K super-block. `static`: this header
-// is included by files built with AVX2 / AVX-512 flags, and an inline function with external linkage
-// could have its ISA-flagged copy picked by the linker for the baseline code too.
-static inline void k_scale_min(const uint8_t* scales, int j, int& sc, int& m) {
-  if (j < 4) {
-    sc = scales[j] & 63;
-    m = scales[j + 4] & 63;
-  } else {
-    sc = (scales[j + 4] & 0xF) | ((scales[j - 4] >> 6) << 4);
-    m = (scales[j + 4] >> 4) | ((scales[j] >> 6) << 4);
-  }
-}
+// GGML block structures and the K-quant scale unpacking (core/ggml_blocks.h).
+using quant::BlockQ4_0;
+using quant::BlockQ4_K;
+using quant::BlockQ5_K;
+using quant::BlockQ6_K;
+using quant::BlockQ8_0;
+using quant::k_scale_min;
 
 }  // namespace splash::cpu

@@ -4,7 +4,7 @@
 
 #include "core/check.h"
 #include "core/half.h"
-#include "formats/quant/blocks.h"
+#include "core/ggml_blocks.h"
 
 namespace splash::quant {
 
@@ -106,10 +106,10 @@ void dq_q4_k(const BlockQ4_K& b, float* y) {
   const float d = f16_to_f32(b.d), dmin = f16_to_f32(b.dmin);
   for (int i = 0; i < 4; ++i) {
     const uint8_t* q = b.qs + 32 * i;
-    uint8_t sc, m;
-    k_scale_min(2 * i, b.scales, &sc, &m);
+    int sc, m;
+    k_scale_min(b.scales, 2 * i, sc, m);
     const float d1 = d * sc, m1 = dmin * m;
-    k_scale_min(2 * i + 1, b.scales, &sc, &m);
+    k_scale_min(b.scales, 2 * i + 1, sc, m);
     const float d2 = d * sc, m2 = dmin * m;
     for (int l = 0; l < 32; ++l) *y++ = d1 * static_cast<float>(q[l] & 0xF) - m1;
     for (int l = 0; l < 32; ++l) *y++ = d2 * static_cast<float>(q[l] >> 4) - m2;
@@ -120,10 +120,10 @@ void dq_q5_k(const BlockQ5_K& b, float* y) {
   const float d = f16_to_f32(b.d), dmin = f16_to_f32(b.dmin);
   for (int i = 0; i < 4; ++i) {
     const uint8_t* q = b.qs + 32 * i;
-    uint8_t sc, m;
-    k_scale_min(2 * i, b.scales, &sc, &m);
+    int sc, m;
+    k_scale_min(b.scales, 2 * i, sc, m);
     const float d1 = d * sc, m1 = dmin * m;
-    k_scale_min(2 * i + 1, b.scales, &sc, &m);
+    k_scale_min(b.scales, 2 * i + 1, sc, m);
     const float d2 = d * sc, m2 = dmin * m;
     const uint8_t u1 = static_cast<uint8_t>(1u << (2 * i)), u2 = static_cast<uint8_t>(2u << (2 * i));
     for (int l = 0; l < 32; ++l) *y++ = d1 * static_cast<float>((q[l] & 0xF) + ((b.qh[l] & u1) ? 16 : 0)) - m1;

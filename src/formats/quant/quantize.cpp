@@ -9,7 +9,7 @@
 #include <cstring>
 
 #include "core/half.h"
-#include "formats/quant/blocks.h"
+#include "core/ggml_blocks.h"
 #include "formats/quant/quantize_k.h"
 
 namespace splash::quant {

@@ -9,7 +9,7 @@
 
 #include "core/check.h"
 #include "core/half.h"
-#include "formats/quant/blocks.h"
+#include "core/ggml_blocks.h"
 #include "formats/quant/quantize_k.h"
 
 namespace splash::quant {
@@ -153,8 +153,8 @@ void k_asymmetric(const float* x, int nmax, float rmin, float rdelta, int nstep,
   *dmin_out = f32_to_f16(max_min / 63.0f);
   const float d = f16_to_f32(*d_out), dmin = f16_to_f32(*dmin_out);
   for (int j = 0; j < 8; ++j) {
-    uint8_t sc, m;
-    k_scale_min(j, scales_out, &sc, &m);
+    int sc, m;
+    k_scale_min(scales_out, j, sc, m);
     const float dd = d * sc, dm = dmin * m;
     for (int i = 0; i < 32; ++i)
       L[32 * j + i] = dd == 0.0f ? 0 : static_cast<uint8_t>(nearest_clamped((x[32 * j + i] + dm) / dd, 0, nmax));

@@ -40,7 +40,7 @@ Result<std::shared_ptr<EngineHost::Lease>> EngineHost::acquire() {
   bool waited = false;
   std::unique_lock lock(mu_);
   for (;;) {
-    if (stopping_) return make_error("shutting down: the server is stopping");
+    if (stopping_) return make_error(ErrorCode::kShuttingDown, "shutting down: the server is stopping");
     if (assembly_) {
       ++leases_;
       const auto now = Clock::now();
@@ -68,7 +68,8 @@ Result<std::shared_ptr<EngineHost::Lease>> EngineHost::acquire() {
       weights_.last_restore_error = loaded.error_message();
       cv_.notify_all();
       std::fprintf(stderr, "Error · reloading the model failed: %s\n", loaded.error_message().c_str());
-      return make_error("the model could not be loaded again after an idle release: ", loaded.error_message());
+      return make_error(ErrorCode::kUnavailable, "the model could not be loaded again after an idle release: ",
+                        loaded.error_message());
     }
     assembly_ = std::move(*loaded);
     ++weights_.restores;

@@ -78,8 +78,8 @@ class EngineHost {
   EngineHost(const EngineHost&) = delete;
   EngineHost& operator=(const EngineHost&) = delete;
 
-  // The engine, loaded first when released. Errors: the reload failed (the message says why); the
-  // host is shutting down.
+  // The engine, loaded first when released. Errors: kUnavailable, the reload failed (the message says
+  // why); kShuttingDown, the host is stopping.
   Result<std::shared_ptr<Lease>> acquire();
 
   // The engine's status, or while released the last one seen with its KV figures zeroed (no pool).

@@ -34,11 +34,11 @@ Result<uint16_t> parse_port(const std::string& text, const char* flag) {
   return static_cast<uint16_t>(std::atoi(text.c_str()));
 }
 
-Status check_api_key(const std::string& key) {
-  if (key.empty()) return make_error("--api-key: the key is empty");
+Status check_api_key(const std::string& key, const char* source) {
+  if (key.empty()) return make_error(source, ": the key is empty");
   for (unsigned char c : key)
     if (c >= 0x80 || is_space_or_control(c))
-      return make_error("--api-key: the key must be ASCII without whitespace or control characters");
+      return make_error(source, ": the key must be ASCII without whitespace or control characters");
   return {};
 }
 

@@ -82,8 +82,8 @@ struct ServeOptions {
 
 // "--port": 1..65535.
 Result<uint16_t> parse_port(const std::string& text, const char* flag = "--port");
-// "--api-key": non-empty printable ASCII without whitespace.
-Status check_api_key(const std::string& key);
+// "--api-key" (or the environment variable that set it): non-empty printable ASCII without whitespace.
+Status check_api_key(const std::string& key, const char* source = "--api-key");
 // "--allowed-origin": exactly `*` or scheme://host[:port] (http/https, no path, no wildcard pattern).
 Status check_allowed_origin(const std::string& origin);
 // "--allowed-host": a host name or address without scheme, path or whitespace (an optional :port).

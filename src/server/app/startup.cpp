@@ -350,7 +350,7 @@ int serve(const ServeOptions& options) {
   auto resolved = hub::resolve_model(options.model, options.hub);
   if (!resolved.ok()) {
     fail(resolved.error_message());
-    if (resolved.error_message().rfind("cannot resolve ", 0) == 0) fail("model download or verification failed");
+    if (resolved.error().code == ErrorCode::kUnavailable) fail("model download or verification failed");
     return 1;
   }
   const std::string& model_path = resolved->path;

@@ -239,7 +239,7 @@ void generate(const GenerationContext& ctx, GenerationRequest r, std::unique_ptr
   if (!ctx.engines) return job->refuse(openai::api_error(503, "runtime_unavailable", "the engine is not running"));
   // Loads the weights again when --idle-release let them go; the request holds the lease to its end.
   auto lease = ctx.engines->acquire();
-  if (!lease.ok()) return job->refuse(openai::api_error(503, "runtime_unavailable", lease.error_message()));
+  if (!lease.ok()) return job->refuse(openai::api_error(lease.error()));
   job->load_wait_ms = (*lease)->load_wait_ms();
 
   EngineRequest req;
@@ -263,20 +263,7 @@ void generate(const GenerationContext& ctx, GenerationRequest r, std::unique_ptr
 
   Engine* engine = &(*lease)->engine();
   auto id = engine->submit(std::move(req), [job, held = *lease](const EngineEvent& e) { job->on_event(e); });
-  if (!id.ok()) {
-    const std::string& msg = id.error_message();
-    switch (submit_error_kind(msg)) {
-      case SubmitError::kQueueFull:
-        return job->refuse(openai::api_error(503, "runtime_busy", str_cat(msg, "; retry shortly")));
-      case SubmitError::kCapacityExhausted:
-        return job->refuse(openai::api_error(400, "capacity_exhausted",
-                                             str_cat(msg, " (raise --max-memory or lower --max-context)")));
-      case SubmitError::kShuttingDown:
-        return job->refuse(openai::api_error(503, "server_shutdown", msg));
-      case SubmitError::kInvalid:
-        return job->refuse(openai::invalid_request(msg));
-    }
-  }
+  if (!id.ok()) return job->refuse(openai::api_error(id.error()));
   const uint64_t rid = *id;
   // Weak: a finished request's writer must not keep the weights loaded.
   http_writer->on_disconnect([weak = std::weak_ptr<app::EngineHost::Lease>(*lease), rid] {

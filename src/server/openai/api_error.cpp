@@ -17,6 +17,21 @@ ApiError invalid_request(std::string message) {
   return api_error(400, "invalid_request_error", std::move(message));
 }
 
+ApiError api_error(const Error& error) {
+  switch (error.code) {
+    case ErrorCode::kQueueFull: return api_error(503, "runtime_busy", error.message + "; retry shortly");
+    case ErrorCode::kCapacityExhausted:
+      return api_error(400, "capacity_exhausted", error.message + " (raise --max-memory or lower --max-context)");
+    case ErrorCode::kShuttingDown: return api_error(503, "server_shutdown", error.message);
+    case ErrorCode::kUnavailable: return api_error(503, "runtime_unavailable", error.message);
+    case ErrorCode::kTimeout: return api_error(504, "request_timeout", error.message);
+    case ErrorCode::kEngineFailed: return api_error(500, "engine_failed", error.message);
+    case ErrorCode::kInvalidArgument:
+    case ErrorCode::kUnknown: break;
+  }
+  return invalid_request(error.message);
+}
+
 std::string error_body(const ApiError& error) {
   nlohmann::ordered_json body;
   body["error"]["message"] = error.message;

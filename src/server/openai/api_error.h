@@ -7,6 +7,7 @@
 #include <variant>
 
 #include "core/check.h"
+#include "core/result.h"
 
 namespace splash::openai {
 
@@ -21,6 +22,14 @@ struct ApiError {
 ApiError api_error(int status, std::string code, std::string message);
 // 400 with code invalid_request_error: what every validation failure in this folder returns.
 ApiError invalid_request(std::string message);
+
+// The one mapping from an Error's code to the HTTP status and error.code (spec 2.7):
+//   kQueueFull -> 503 runtime_busy ("; retry shortly" appended), kCapacityExhausted -> 400
+//   capacity_exhausted (" (raise --max-memory or lower --max-context)" appended), kShuttingDown -> 503
+//   server_shutdown, kUnavailable -> 503 runtime_unavailable, kTimeout -> 504 request_timeout,
+//   kEngineFailed -> 500 engine_failed, kInvalidArgument and kUnknown -> 400 invalid_request_error
+//   (an unclassified failure while serving a request comes from the request).
+ApiError api_error(const Error& error);
 
 // {"error":{"message":...,"type":...,"code":...}} (spec 2.7).
 std::string error_body(const ApiError& error);

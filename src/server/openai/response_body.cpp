@@ -20,13 +20,12 @@ std::string_view finish_reason(FinishReason end, bool made_tool_calls) {
 std::optional<ApiError> generation_error(FinishReason end, std::string_view engine_message) {
   switch (end) {
     case FinishReason::kTimeout:
-      return api_error(504, "request_timeout", "the request ran past its timeout");
+      return api_error(make_error(ErrorCode::kTimeout, "the request ran past its timeout"));
     case FinishReason::kError:
       if (engine_message.starts_with(constrain::kMaskTimeoutError)) return api_error(503, "mask_timeout", std::string(engine_message));
-      return api_error(500, "engine_failed",
-                       engine_message.empty() ? std::string("the engine failed") : std::string(engine_message));
+      return api_error(make_error(ErrorCode::kEngineFailed, engine_message.empty() ? "the engine failed" : engine_message));
     case FinishReason::kCancelled:
-      return api_error(503, "server_shutdown", "the request was cancelled: the server is shutting down");
+      return api_error(make_error(ErrorCode::kShuttingDown, "the request was cancelled: the server is shutting down"));
     default:
       return std::nullopt;
   }

@@ -366,7 +366,8 @@ TEST_F(SchedulerTiny, BadRequestsAreRefusedAtSubmit) {
   auto expect_invalid = [&](EngineRequest r, const char* what) {
     auto id = e->submit(std::move(r), rec.callback());
     ASSERT_FALSE(id.ok()) << what;
-    EXPECT_EQ(submit_error_kind(id.error_message()), SubmitError::kInvalid) << id.error_message();
+    EXPECT_EQ(id.error().code, ErrorCode::kInvalidArgument) << id.error_message();
+    EXPECT_TRUE(id.error_message().starts_with("submit: ")) << id.error_message();
   };
   expect_invalid(greedy_request({}, 4), "empty prompt");
   expect_invalid(greedy_request({1, m_->tokenizer->n_vocab() + 3}, 4), "bad id");
@@ -389,7 +390,8 @@ TEST_F(SchedulerTiny, BadRequestsAreRefusedAtSubmit) {
   auto tiny_pool = engine(o);
   auto big = tiny_pool->submit(greedy_request({1, 2, 3}, 80), rec.callback());
   ASSERT_FALSE(big.ok());
-  EXPECT_EQ(submit_error_kind(big.error_message()), SubmitError::kCapacityExhausted) << big.error_message();
+  EXPECT_EQ(big.error().code, ErrorCode::kCapacityExhausted) << big.error_message();
+  EXPECT_TRUE(big.error_message().starts_with("capacity_exhausted")) << big.error_message();
   EXPECT_TRUE(tiny_pool->submit(greedy_request({1, 2, 3}, 60), rec.callback()).ok());  // 62 positions fit
   EXPECT_TRUE(rec.wait_done());
   EXPECT_NE(rec.done().finish, FinishReason::kError) << rec.done().error;

@@ -26,6 +26,8 @@ TEST(AppOptions, ApiKey) {
     ASSERT_FALSE(st.ok()) << bad;
     EXPECT_NE(st.error_message().find("--api-key"), std::string::npos);
   }
+  // A key from the environment is named by its variable.
+  EXPECT_EQ(check_api_key("", "SPLASH_API_KEY").error_message(), "SPLASH_API_KEY: the key is empty");
 }
 
 TEST(AppOptions, AllowedOrigin) {

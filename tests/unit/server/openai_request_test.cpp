@@ -484,5 +484,42 @@ TEST(OpenAiRequest, ErrorBodyShape) {
             "{\"error\":{\"message\":\"bad \xEF\xBF\xBD\",\"type\":\"invalid_request_error\",\"code\":\"invalid_request_error\"}}");
 }
 
+// The one code -> HTTP mapping: the statuses, codes and message suffixes the server answered with when
+// it matched the engine's message prefixes.
+TEST(OpenAiRequest, ErrorCodesMapToStatusAndCode) {
+  struct Case {
+    ErrorCode code;
+    int status;
+    const char* api_code;
+    const char* message;
+  };
+  const Case cases[] = {
+      {ErrorCode::kQueueFull, 503, "runtime_busy", "queue full: 2 requests are running or waiting (queue size 2); retry shortly"},
+      {ErrorCode::kCapacityExhausted, 400, "capacity_exhausted",
+       "queue full: 2 requests are running or waiting (queue size 2) (raise --max-memory or lower --max-context)"},
+      {ErrorCode::kShuttingDown, 503, "server_shutdown", "queue full: 2 requests are running or waiting (queue size 2)"},
+      {ErrorCode::kUnavailable, 503, "runtime_unavailable", "queue full: 2 requests are running or waiting (queue size 2)"},
+      {ErrorCode::kTimeout, 504, "request_timeout", "queue full: 2 requests are running or waiting (queue size 2)"},
+      {ErrorCode::kEngineFailed, 500, "engine_failed", "queue full: 2 requests are running or waiting (queue size 2)"},
+      {ErrorCode::kInvalidArgument, 400, "invalid_request_error", "queue full: 2 requests are running or waiting (queue size 2)"},
+      {ErrorCode::kUnknown, 400, "invalid_request_error", "queue full: 2 requests are running or waiting (queue size 2)"},
+  };
+  // The same words under every code: the code alone decides the status.
+  for (const Case& c : cases) {
+    ApiError e = api_error(make_error(c.code, "queue full: 2 requests are running or waiting (queue size 2)"));
+    EXPECT_EQ(e.status, c.status) << c.api_code;
+    EXPECT_EQ(e.code, c.api_code);
+    EXPECT_EQ(e.type, c.status >= 500 ? "server_error" : "invalid_request_error") << c.api_code;
+    EXPECT_EQ(e.message, c.message);
+  }
+  EXPECT_EQ(error_body(api_error(make_error(ErrorCode::kCapacityExhausted, "capacity_exhausted: the request needs up to "
+                                                                           "4096 KV positions"))),
+            R"j({"error":{"message":"capacity_exhausted: the request needs up to 4096 KV positions (raise --max-memory )j"
+            R"j(or lower --max-context)","type":"invalid_request_error","code":"capacity_exhausted"}})j");
+  // make_error without a code stays unclassified, whatever its words.
+  EXPECT_EQ(make_error("queue full: ", 3).code, ErrorCode::kUnknown);
+  EXPECT_EQ(api_error(make_error("shutting down: the engine is stopping")).status, 400);
+}
+
 }  // namespace
 }  // namespace splash::openai

@@ -1,13 +1,15 @@
 // GGML block layouts, byte for byte as llama.cpp writes them into GGUF files. Every field is
 // little-endian; `d`/`dmin`/`m` are IEEE fp16 except Q8_K's f32 `d`. The structs are packed by
-// construction (only uint8 arrays after a 2-byte field), and their sizes are checked against
-// dtype_traits below. Source pointers into a file may be unaligned: read blocks with memcpy or
-// through uint8_t pointers, never by dereferencing a cast pointer.
+// construction (only uint8 arrays after a 2-byte field), and their sizes are checked below. Source
+// pointers into a file may be unaligned: read blocks with memcpy or through uint8_t pointers, never
+// by dereferencing a cast pointer.
+// They live in core because two layers read them: formats/quant (dequantize, quantize) and
+// backend/cpu (repacking and the scalar kernels); formats must not depend on a backend, and a backend
+// reading a file format's header would tie every future backend to formats/.
 #pragma once
 
 #include <cstdint>
 
-#include "core/dtype.h"
 
 namespace splash::quant {
 
@@ -97,20 +99,22 @@ static_assert(sizeof(BlockQ2_K) == 84 && sizeof(BlockQ3_K) == 110 && sizeof(Bloc
 
 // Sub-block j (0..7) of the 12-byte Q4_K/Q5_K scale field: bytes 0..3 hold scales 0..3 (low 6 bits)
 // and the top 2 bits of scales 4..7; bytes 4..7 the same for mins; bytes 8..11 the low 4 bits of
-// scale (low nibble) and min (high nibble) of sub-blocks 4..7.
-inline void k_scale_min(int j, const uint8_t* q, uint8_t* scale, uint8_t* min) {
+// scale (low nibble) and min (high nibble) of sub-blocks 4..7. `static`: the CPU kernels include this
+// header from files built with AVX2 / AVX-512 flags, and an inline function with external linkage
+// could have its ISA-flagged copy picked by the linker for the baseline code too.
+static inline void k_scale_min(const uint8_t* scales, int j, int& sc, int& m) {
   if (j < 4) {
-    *scale = q[j] & 63;
-    *min = q[j + 4] & 63;
+    sc = scales[j] & 63;
+    m = scales[j + 4] & 63;
   } else {
-    *scale = static_cast<uint8_t>((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
-    *min = static_cast<uint8_t>((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
+    sc = (scales[j + 4] & 0xF) | ((scales[j - 4] >> 6) << 4);
+    m = (scales[j + 4] >> 4) | ((scales[j] >> 6) << 4);
   }
 }
 
 // Sub-block j (0..15) of the 12-byte Q3_K scale field, as the stored unsigned 6-bit value (subtract 32).
 // Low 4 bits: bytes 0..7 (low nibbles for j < 8, high nibbles for j >= 8); high 2 bits: bytes 8..11.
-inline int q3k_scale(int j, const uint8_t* s) {
+static inline int q3k_scale(int j, const uint8_t* s) {
   int low = j < 8 ? (s[j] & 0xF) : (s[j - 8] >> 4);
   int high = (s[8 + j % 4] >> (2 * (j / 4))) & 3;
   return low | (high << 4);
