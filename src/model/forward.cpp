@@ -10,14 +10,11 @@
 #include "model/architecture.h"
 #include "model/model.h"
 #include "model/weights.h"
+#include "model/blocks/block_util.h"
 
 namespace splash {
 
 namespace {
-
-void grow(std::vector<float>& v, int64_t n) {
-  if (static_cast<int64_t>(v.size()) < n) v.resize(static_cast<size_t>(n));
-}
 
 void size_workspace(Workspace& ws, const ModelConfig& c, int64_t n) {
   const int64_t q_dim = int64_t{c.n_head} * c.head_dim, kv_dim = int64_t{c.n_head_kv} * c.head_dim;

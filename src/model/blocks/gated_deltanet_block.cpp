@@ -8,6 +8,7 @@
 #include "backend/cpu/norm.h"
 #include "formats/architecture_facts.h"
 #include "model/architecture.h"
+#include "model/blocks/block_util.h"
 
 namespace splash {
 
@@ -24,10 +25,6 @@ struct Dims {
 Dims dims_of(const ModelConfig& c) {
   return {c.linear_n_key_heads, c.linear_key_head_dim, c.linear_n_value_heads, c.linear_value_head_dim,
           c.linear_conv_kernel};
-}
-
-void grow(std::vector<float>& v, int64_t n) {
-  if (static_cast<int64_t>(v.size()) < n) v.resize(static_cast<size_t>(n));
 }
 
 }  // namespace

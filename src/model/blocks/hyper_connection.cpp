@@ -4,19 +4,9 @@
 
 #include "backend/cpu/norm.h"
 #include "core/check.h"
+#include "model/blocks/block_util.h"
 
 namespace splash {
-
-namespace {
-
-template <class T>
-void grow(std::vector<T>& v, int64_t n) {
-  if (static_cast<int64_t>(v.size()) < n) v.resize(static_cast<size_t>(n));
-}
-
-float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
-
-}  // namespace
 
 void rms_norm_streams(const float* x, const float* gain, float eps, float* out, int64_t n,
                       const HyperConnectionShape& s, IsaLevel isa) {

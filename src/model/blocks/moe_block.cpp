@@ -7,15 +7,11 @@
 #include "backend/cpu/activation.h"
 #include "backend/cpu/matmul_batch.h"
 #include "backend/cpu/norm.h"
+#include "model/blocks/block_util.h"
 
 namespace splash {
 
 namespace {
-
-template <class T>
-void grow(std::vector<T>& v, int64_t n) {
-  if (static_cast<int64_t>(v.size()) < n) v.resize(static_cast<size_t>(n));
-}
 
 // Experts of layer il: stacked tensors when the file has them, else one tensor per expert.
 Status load_experts(const WeightLoader& loader, int il, MoeWeights& w) {

@@ -2,17 +2,9 @@
 
 #include "backend/cpu/norm.h"
 #include "core/check.h"
+#include "model/blocks/block_util.h"
 
 namespace splash {
-
-namespace {
-
-template <class T>
-void grow(std::vector<T>& v, int64_t n) {
-  if (static_cast<int64_t>(v.size()) < n) v.resize(static_cast<size_t>(n));
-}
-
-}  // namespace
 
 void mtp_input(const MtpInputWeights& w, const HyperConnectionShape& s, const float* embedded, const float* bank,
                int64_t n, float* out, MtpInputScratch& scratch, ThreadPool& pool, IsaLevel isa) {

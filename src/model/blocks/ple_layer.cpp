@@ -5,19 +5,9 @@
 #include <cstring>
 
 #include "core/check.h"
+#include "model/blocks/block_util.h"
 
 namespace splash {
-
-namespace {
-
-template <class T>
-void grow(std::vector<T>& v, int64_t n) {
-  if (static_cast<int64_t>(v.size()) < n) v.resize(static_cast<size_t>(n));
-}
-
-float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
-
-}  // namespace
 
 void ple_layer(const PleLayerWeights& w, const PleLayerShape& s, const float* rows, const float* bank, int64_t n,
                float* state, float* out, PleLayerScratch& scratch, ThreadPool& pool, IsaLevel isa) {

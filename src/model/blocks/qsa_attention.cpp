@@ -7,15 +7,11 @@
 
 #include "backend/cpu/norm.h"
 #include "core/check.h"
+#include "model/blocks/block_util.h"
 
 namespace splash {
 
 namespace {
-
-template <class T>
-void grow(std::vector<T>& v, int64_t n) {
-  if (static_cast<int64_t>(v.size()) < n) v.resize(static_cast<size_t>(n));
-}
 
 template <class T>
 void append(std::vector<T>& v, const T* src, int64_t n) {

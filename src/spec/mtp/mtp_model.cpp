@@ -9,14 +9,11 @@
 #include "model/blocks/mlp_block.h"
 #include "model/blocks/moe_block.h"
 #include "model/model.h"
+#include "model/blocks/block_util.h"
 
 namespace splash {
 
 namespace {
-
-void grow(std::vector<float>& v, int64_t n) {
-  if (static_cast<int64_t>(v.size()) < n) v.resize(static_cast<size_t>(n));
-}
 
 // The lane's pool holds at least `n_tokens` positions: a larger pool (double) with the pages copied.
 Status reserve_rows(MtpState& st, const ModelConfig& c, int64_t n_tokens) {
