@@ -35,7 +35,7 @@ std::string run_stream(const splash::openai::ChatOutputOptions& options, std::st
   for (size_t i = 0; i < text.size(); i += step) {
     for (auto& c : stream.text(text.substr(i, step), 1)) all += c;
   }
-  for (auto& c : stream.finish(FinishReason::kLength, GenerationStats{})) all += c;
+  for (auto& c : stream.finish(splash::FinishReason::kLength, GenerationStats{})) all += c;
   const ChatOutput& out = stream.output();
   std::string summary = out.reasoning() + '\x01' + out.content();
   for (const auto& call : out.tool_calls()) summary += '\x02' + call.name + '\x03' + call.arguments;
